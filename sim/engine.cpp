@@ -1,0 +1,392 @@
+#include "engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "error.h"
+#include "event_list.h"
+#include "program.h"
+
+namespace adagrouper::sim {
+
+Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule schedule,
+                       int micro_batch_size, int iterations) {
+  Scenario sc;
+  sc.pipeline_name = pipeline.name;
+  sc.stages = pipeline.at(micro_batch_size);
+  sc.global_batch_size = pipeline.global_batch_size;
+  sc.micro_batch_size = micro_batch_size;
+  if (iterations < 1) throw InputError(fmt::format("--iterations: must be >= 1, got {}", iterations));
+  sc.iterations = iterations;
+  sc.memory_limit_bytes = pipeline.memory_limit_bytes;
+  if (network.num_stages() != pipeline.num_stages())
+    throw InputError(fmt::format("{}: describes {} stages, {} has {}", network.source, network.num_stages(),
+                                 pipeline.source, pipeline.num_stages()));
+  validate_schedule(schedule, pipeline.num_stages(), sc.micro_batches(),
+                    schedule.name == "custom" ? std::string("schedule file") : "--schedule " + schedule.name);
+  sc.network = std::move(network);
+  sc.schedule = std::move(schedule);
+  return sc;
+}
+
+namespace {
+
+// A level (memory bytes, micro-batches in flight, queue depth) whose peak follows the
+// SPEC's rule "at equal times, releases happen before allocations": only the value
+// that settles at each instant can be a peak, so the peak is taken when time moves on.
+struct Level {
+  double cur = 0, peak = 0, last_t = 0;
+  // Returns true when time moved on, i.e. `cur` settled at `last_t` before this change.
+  bool change(double t, double delta) {
+    bool moved = false;
+    if (t > last_t) {
+      if (cur > peak) peak = cur;
+      moved = true;
+    }
+    last_t = t;
+    cur += delta;
+    return moved;
+  }
+  double final_peak() const { return std::max(peak, cur); }
+};
+
+struct StageState {
+  std::uint32_t begin = 0, end = 0;  // this stage's ops in Program::ops
+  std::uint32_t next = 0;            // absolute index of the next op to start
+  std::uint32_t done = 0;            // ops completed this iteration
+  bool busy = false;
+  double op_start = 0;
+  double finished_at = 0;
+  bool unit_speed = true;
+  RateCursor speed;
+  Level mem, inflight;
+  double last_mem_recorded = -1;
+  double busy_s = 0;
+};
+
+struct ChannelState {
+  std::uint32_t next = 0;       // next message to transfer (in the receiver's order)
+  std::uint32_t delivered = 0;  // messages arrived at the receiver
+  std::uint32_t consumed = 0;   // messages whose consuming op has started
+  bool busy = false;
+  double start = 0;
+  RateCursor rate;
+  Level queue;
+  double busy_s = 0;
+};
+
+class Engine {
+ public:
+  Engine(const Scenario& sc, const SimOptions& opt)
+      : sc_(sc), prog_(build_program(sc)), S_(sc.num_stages()), record_(opt.timeline) {
+    stages_.resize(S_);
+    for (int s = 0; s < S_; ++s) {
+      auto& st = stages_[s];
+      st.begin = prog_.stage_begin[s];
+      st.end = prog_.stage_begin[s + 1];
+      const RateTrace& sp = sc.network.speed[s];
+      st.unit_speed = sp.is_constant() && sp.values()[0] == 1.0;
+      st.speed = RateCursor(sp);
+      st.mem.cur = st.mem.peak = sc.stages[s].static_bytes;
+    }
+    channels_.resize(prog_.channels.size());
+    for (std::size_t c = 0; c < channels_.size(); ++c) {
+      const ChannelSpec& spec = *prog_.channels[c].spec;
+      if (!spec.unlimited) channels_[c].rate = RateCursor(spec.rate);
+    }
+    events_.reserve(stages_.size() + channels_.size() + 8);
+    if (record_) {
+      timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
+      timeline_.transfers.reserve(prog_.messages.size() * sc.iterations);
+    }
+  }
+
+  SimResult run() {
+    double t = 0;
+    result_.iteration_times_s.reserve(sc_.iterations);
+    for (int it = 0; it < sc_.iterations; ++it) {
+      iteration_ = it;
+      const double end = run_iteration(t);
+      result_.iteration_times_s.push_back(end - t);
+      t = end;
+    }
+    finish(t);
+    if (record_) result_.timeline = std::move(timeline_);
+    return std::move(result_);
+  }
+
+ private:
+  double run_iteration(double t0) {
+    for (auto& st : stages_) {
+      st.next = st.begin;
+      st.done = 0;
+      st.finished_at = t0;
+    }
+    for (auto& ch : channels_) ch.next = ch.delivered = ch.consumed = 0;
+    for (int s = 0; s < S_; ++s) try_start_stage(static_cast<std::uint32_t>(s), t0);
+
+    const std::uint32_t nstages = static_cast<std::uint32_t>(S_);
+    while (!events_.empty()) {
+      const Event e = events_.pop();
+      if (e.target < nstages) {
+        op_end(e.target, e.time);
+      } else {
+        transfer_end(e.target - nstages, e.time);
+      }
+    }
+
+    double end = t0;
+    for (int s = 0; s < S_; ++s) {
+      const auto& st = stages_[s];
+      if (st.next != st.end) throw SimError(deadlock_report());
+      end = std::max(end, st.finished_at + sc_.stages[s].opt);
+    }
+    return end;
+  }
+
+  // --- stages ---------------------------------------------------------------
+
+  bool op_ready(const StageState& st, const ProgramOp& op) const {
+    switch (op.dep) {
+      case Dep::None:
+        return true;
+      case Dep::Message:
+        return channels_[op.dep_channel].delivered > op.dep_index;
+      case Dep::Local:
+        return st.done > op.dep_index;
+    }
+    return false;
+  }
+
+  void try_start_stage(std::uint32_t s, double now) {
+    StageState& st = stages_[s];
+    if (st.busy || st.next == st.end) return;
+    const ProgramOp& op = prog_.ops[st.next];
+    if (!op_ready(st, op)) return;
+    st.busy = true;
+    st.op_start = now;
+    if (op.dep == Dep::Message) {
+      ChannelState& ch = channels_[op.dep_channel];
+      ++ch.consumed;
+      queue_change(op.dep_channel, now, -1);
+      mem_change(s, now, -prog_.channels[op.dep_channel].bytes);
+      try_start_channel(op.dep_channel, now);  // may free capacity
+    }
+    if (op.phase == Phase::Forward) {
+      st.inflight.change(now, 1);
+      mem_change(s, now, op.act);
+    }
+    double end;
+    if (st.unit_speed) {
+      end = now + op.duration;
+    } else {
+      end = st.speed.finish(now, op.duration);
+      if (end == kNever) speed_never(s, op, now);
+    }
+    events_.push(end, s);
+  }
+
+  void op_end(std::uint32_t s, double now) {
+    StageState& st = stages_[s];
+    const ProgramOp& op = prog_.ops[st.next];
+    st.busy = false;
+    st.busy_s += now - st.op_start;
+    if (record_)
+      timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, {op.phase, op.micro_batch},
+                                       st.op_start, now});
+    ++st.next;
+    ++st.done;
+    ++result_.compute_ops;
+    if (op.phase == Phase::Backward) {
+      st.inflight.change(now, -1);
+      mem_change(s, now, -op.act);
+    }
+    if (op.out_channel >= 0) try_start_channel(static_cast<std::uint32_t>(op.out_channel), now);
+    if (st.next == st.end) {
+      st.finished_at = now;
+    } else {
+      try_start_stage(s, now);
+    }
+  }
+
+  // --- channels ---------------------------------------------------------------
+
+  void try_start_channel(std::uint32_t c, double now) {
+    ChannelState& ch = channels_[c];
+    const ProgramChannel& pc = prog_.channels[c];
+    if (ch.busy || ch.next == pc.count) return;
+    const ProgramMessage& msg = prog_.messages[pc.first + ch.next];
+    if (stages_[pc.sender].done <= msg.producer_index) return;          // not produced yet
+    const std::uint32_t cap = pc.spec->capacity;
+    if (cap > 0 && ch.next >= cap && ch.consumed < ch.next - cap + 1) return;  // receiver full
+    ch.busy = true;
+    ch.start = now;
+    const double t_lat = now + pc.spec->latency_s;
+    double end = t_lat;
+    if (!pc.spec->unlimited && pc.bytes > 0) {
+      end = ch.rate.finish(t_lat, pc.bytes);
+      if (end == kNever) rate_never(c, msg, now);
+    }
+    events_.push(end, static_cast<std::uint32_t>(S_) + c);
+  }
+
+  void transfer_end(std::uint32_t c, double now) {
+    ChannelState& ch = channels_[c];
+    const ProgramChannel& pc = prog_.channels[c];
+    const ProgramMessage& msg = prog_.messages[pc.first + ch.next];
+    ch.busy = false;
+    ch.busy_s += now - ch.start;
+    if (record_)
+      timeline_.transfers.push_back({static_cast<std::int32_t>(pc.sender),
+                                             static_cast<std::int32_t>(pc.receiver), iteration_,
+                                             msg.micro_batch, ch.start, now, pc.bytes});
+    ++ch.next;
+    ++ch.delivered;
+    ++result_.transfers;
+    queue_change(c, now, 1);
+    mem_change(pc.receiver, now, pc.bytes);
+    try_start_stage(pc.receiver, now);
+    try_start_channel(c, now);
+  }
+
+  // --- levels -----------------------------------------------------------------
+
+  void mem_change(std::uint32_t s, double now, double delta) {
+    StageState& st = stages_[s];
+    const double before = st.mem.cur;
+    const double at = st.mem.last_t;
+    if (st.mem.change(now, delta) && record_ && before != st.last_mem_recorded) {
+      timeline_.counters.push_back({static_cast<std::int32_t>(s), 0, -1, at, before});
+      st.last_mem_recorded = before;
+    }
+  }
+
+  void queue_change(std::uint32_t c, double now, double delta) {
+    ChannelState& ch = channels_[c];
+    const double before = ch.queue.cur;
+    const double at = ch.queue.last_t;
+    if (ch.queue.change(now, delta) && record_) {
+      const ProgramChannel& pc = prog_.channels[c];
+      auto& v = timeline_.counters;
+      v.push_back({static_cast<std::int32_t>(pc.receiver), 1, static_cast<std::int32_t>(pc.sender), at, before});
+    }
+  }
+
+  // --- errors -----------------------------------------------------------------
+
+  [[noreturn]] void speed_never(std::uint32_t s, const ProgramOp& op, double now) const {
+    throw SimError(fmt::format(
+        "{}: stages: speed of stage {} stays 0 forever; {} (iteration {}) started at t={} can never end",
+        sc_.network.source, s, op_name({op.phase, op.micro_batch}), iteration_, now));
+  }
+
+  [[noreturn]] void rate_never(std::uint32_t c, const ProgramMessage& msg, double now) const {
+    const ProgramChannel& pc = prog_.channels[c];
+    throw SimError(fmt::format(
+        "{}: channels: rate of channel {} -> {} stays 0 forever; the transfer of micro-batch {} "
+        "({} bytes, iteration {}) started at t={} can never end",
+        sc_.network.source, pc.sender, pc.receiver, msg.micro_batch, pc.bytes, iteration_, now));
+  }
+
+  std::string waits_for(std::uint32_t s) const {
+    const StageState& st = stages_[s];
+    const ProgramOp& op = prog_.ops[st.next];
+    std::string name = op_name({op.phase, op.micro_batch});
+    if (op.dep == Dep::Local)
+      return fmt::format("stage {} waits for {}, which needs F{} on the same stage, ordered after it", s, name,
+                         op.micro_batch);
+    const ProgramChannel& pc = prog_.channels[op.dep_channel];
+    const ChannelState& ch = channels_[op.dep_channel];
+    const char* what = op.phase == Phase::Forward ? "activation" : "gradient";
+    std::string head;
+    const ProgramMessage& h = prog_.messages[pc.first + ch.next];
+    const ProgramOp& producer = prog_.ops[stages_[pc.sender].begin + h.producer_index];
+    if (stages_[pc.sender].done <= h.producer_index) {
+      head = fmt::format("stage {} has not run {} yet", pc.sender, op_name({producer.phase, producer.micro_batch}));
+    } else {
+      head = fmt::format("the channel is full (capacity {}) until stage {} consumes an earlier message",
+                         pc.spec->capacity, pc.receiver);
+    }
+    if (h.micro_batch != op.micro_batch)
+      head = fmt::format("channel {} -> {} delivers micro-batch {} first, and {}", pc.sender, pc.receiver,
+                         h.micro_batch, head);
+    return fmt::format("stage {} waits for {}, which needs the {} of micro-batch {} from stage {}: {}", s, name,
+                       what, op.micro_batch, pc.sender, head);
+  }
+
+  std::string deadlock_report() const {
+    std::string out = fmt::format("deadlock in iteration {}:", iteration_);
+    for (int s = 0; s < S_; ++s) {
+      if (stages_[s].next == stages_[s].end) continue;
+      out += fmt::format(" {};", waits_for(static_cast<std::uint32_t>(s)));
+    }
+    out.pop_back();
+    return out;
+  }
+
+  void finish(double total) {
+    auto& r = result_;
+    r.pipeline = sc_.pipeline_name;
+    r.schedule = sc_.schedule.name;
+    r.k = sc_.schedule.k;
+    r.micro_batch_size = sc_.micro_batch_size;
+    r.micro_batches = sc_.micro_batches();
+    r.global_batch_size = sc_.global_batch_size;
+    r.num_stages = S_;
+    r.iterations = sc_.iterations;
+    r.memory_limit_bytes = sc_.memory_limit_bytes;
+    r.total_time_s = total;
+    r.stages.resize(S_);
+    for (int s = 0; s < S_; ++s) {
+      auto& st = stages_[s];
+      auto& out = r.stages[s];
+      out.stage = s;
+      out.busy_s = st.busy_s;
+      out.bubble_s = total - st.busy_s;
+      out.optimizer_s = sc_.stages[s].opt * sc_.iterations;
+      out.peak_inflight = static_cast<int>(st.inflight.final_peak());
+      out.peak_memory_bytes = st.mem.final_peak();
+      if (record_ && st.mem.cur != st.last_mem_recorded)
+        timeline_.counters.push_back({s, 0, -1, st.mem.last_t, st.mem.cur});
+    }
+    r.channels.resize(channels_.size());
+    for (std::size_t c = 0; c < channels_.size(); ++c) {
+      const auto& pc = prog_.channels[c];
+      auto& out = r.channels[c];
+      out.from = static_cast<int>(pc.sender);
+      out.to = static_cast<int>(pc.receiver);
+      out.busy_s = channels_[c].busy_s;
+      out.peak_queue_depth = static_cast<int>(channels_[c].queue.final_peak());
+      out.messages = static_cast<std::uint64_t>(pc.count) * sc_.iterations;
+      out.bytes = pc.bytes * pc.count * sc_.iterations;
+      if (record_)
+        timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), 1,
+                                        static_cast<std::int32_t>(pc.sender), channels_[c].queue.last_t,
+                                        channels_[c].queue.cur});
+    }
+  }
+
+  const Scenario& sc_;
+  Program prog_;
+  int S_;
+  bool record_;
+  int iteration_ = 0;
+  std::vector<StageState> stages_;
+  std::vector<ChannelState> channels_;
+  EventList events_;
+  SimResult result_;
+  Timeline timeline_;  // recorded only when asked for
+};
+
+}  // namespace
+
+SimResult simulate(const Scenario& scenario, const SimOptions& options) {
+  Engine engine(scenario, options);
+  return engine.run();
+}
+
+}  // namespace adagrouper::sim

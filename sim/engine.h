@@ -1,0 +1,51 @@
+// The discrete-event engine: stages (compute streams) and channels (FIFO links with
+// latency, bandwidth trace and capacity) exchanging messages, driven by one event
+// list ordered by (time, sequence). See docs/model.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "network.h"
+#include "pipeline.h"
+#include "result.h"
+#include "schedule.h"
+
+namespace adagrouper::sim {
+
+// Everything one simulation needs, already validated.
+struct Scenario {
+  std::string pipeline_name;
+  std::vector<StageParams> stages;
+  Network network;
+  Schedule schedule;
+  int micro_batch_size = 1;
+  int global_batch_size = 1;   // M = global_batch_size / micro_batch_size
+  int iterations = 1;
+  std::optional<double> memory_limit_bytes;
+
+  int num_stages() const { return static_cast<int>(stages.size()); }
+  int micro_batches() const { return global_batch_size / micro_batch_size; }
+};
+
+// Builds a scenario from a pipeline, a network and a schedule, checking that they
+// agree (stage counts, b divides B and lies in every profile, the order is complete).
+Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule schedule,
+                       int micro_batch_size, int iterations);
+
+struct SimOptions {
+  bool timeline = false;  // record every op, transfer and counter change
+};
+
+// Runs the scenario. Throws SimError when it cannot finish: a deadlock (naming, per
+// stuck stage, the op it waits for and what that op waits for) or a rate or speed
+// that stays 0 forever (naming the channel or stage).
+SimResult simulate(const Scenario& scenario, const SimOptions& options = {});
+
+// A dependency cycle in the scenario's ops and messages, as readable steps
+// ("stage 0 F1", "message 1 on 0->1", ...); empty when there is none. Built on
+// Boost.Graph: ops, messages, order edges, FIFO edges and capacity edges.
+std::vector<std::string> find_dependency_cycle(const Scenario& scenario);
+
+}  // namespace adagrouper::sim

@@ -1,0 +1,57 @@
+// The pipeline file (SPEC section 4): stages with measured per-micro-batch-size
+// profiles, and the per-stage parameters the execution model uses for one size b.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace adagrouper::sim {
+
+struct ProfilePoint {
+  int micro_batch_size = 0;
+  double forward_s = 0, backward_s = 0;
+  double activation_bytes = 0, output_bytes = 0;
+  std::optional<double> grad_output_bytes;
+};
+
+struct StageSpec {
+  double static_bytes = 0;
+  double optimizer_s = 0;
+  std::vector<ProfilePoint> profile;  // sorted by micro_batch_size, strictly increasing
+};
+
+// What the execution model needs of stage s for one micro-batch size (SPEC section 1).
+struct StageParams {
+  double fwd = 0, bwd = 0;   // nominal durations of F and B
+  double act = 0;            // bytes F keeps alive until B ends
+  double out = 0;            // bytes F sends to s+1 (0 on the last stage)
+  double gout = 0;           // bytes B sends to s-1 (0 on the first stage)
+  double static_bytes = 0;   // always resident
+  double opt = 0;            // optimizer step at the end of each iteration
+};
+
+struct Pipeline {
+  std::string name;
+  std::string source;        // the file it was read from (for messages)
+  int global_batch_size = 0;
+  std::optional<double> memory_limit_bytes;
+  std::vector<StageSpec> stages;
+
+  int num_stages() const { return static_cast<int>(stages.size()); }
+  // Smallest and largest micro-batch size every stage's profile covers.
+  int min_micro_batch_size() const;
+  int max_micro_batch_size() const;
+  // Per-stage parameters at micro-batch size b (linear interpolation between measured
+  // sizes). Throws InputError if b does not divide the global batch or lies outside a
+  // stage's profile; `what` names the option or field that supplied b.
+  std::vector<StageParams> at(int b, const std::string& what = "--micro-batch-size") const;
+};
+
+Pipeline load_pipeline(const std::filesystem::path& path);
+Pipeline parse_pipeline(const nlohmann::json& doc, const std::string& source);
+
+}  // namespace adagrouper::sim

@@ -1,0 +1,176 @@
+#include "rate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace adagrouper::sim {
+
+RateTrace RateTrace::constant(double rate) { return piecewise({0.0}, {rate}, 0.0); }
+
+RateTrace RateTrace::piecewise(std::vector<double> times, std::vector<double> values,
+                               double repeat_s) {
+  if (times.empty()) throw std::invalid_argument("needs at least one point");
+  if (times.size() != values.size()) throw std::invalid_argument("times and values differ in length");
+  if (times[0] != 0.0) throw std::invalid_argument("first time must be 0");
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    if (!std::isfinite(times[i])) throw std::invalid_argument("time is not finite");
+    if (i > 0 && !(times[i] > times[i - 1]))
+      throw std::invalid_argument("times must be strictly increasing (point " + std::to_string(i) + ")");
+    if (!std::isfinite(values[i]) || values[i] < 0)
+      throw std::invalid_argument("value must be finite and >= 0 (point " + std::to_string(i) + ")");
+  }
+  if (!std::isfinite(repeat_s) || repeat_s < 0) throw std::invalid_argument("repeat_s must be >= 0");
+  if (repeat_s > 0 && !(repeat_s > times.back()))
+    throw std::invalid_argument("repeat_s must be larger than the last time");
+
+  RateTrace t;
+  t.times_ = std::move(times);
+  t.values_ = std::move(values);
+  t.repeat_s_ = repeat_s;
+  t.prefix_.resize(t.times_.size());
+  t.prefix_[0] = 0.0;
+  for (std::size_t i = 1; i < t.times_.size(); ++i)
+    t.prefix_[i] = t.prefix_[i - 1] + t.values_[i - 1] * (t.times_[i] - t.times_[i - 1]);
+  if (repeat_s > 0)
+    t.period_integral_ = t.prefix_.back() + t.values_.back() * (repeat_s - t.times_.back());
+  return t;
+}
+
+double RateTrace::value_at(double t) const {
+  if (repeat_s_ > 0) t -= std::floor(t / repeat_s_) * repeat_s_;
+  auto it = std::upper_bound(times_.begin(), times_.end(), t);
+  std::size_t i = it == times_.begin() ? 0 : static_cast<std::size_t>(it - times_.begin()) - 1;
+  return values_[i];
+}
+
+namespace {
+// Integral over [0, t] within one period (or the whole line without repeat).
+double local_integral(const std::vector<double>& times, const std::vector<double>& values,
+                      const std::vector<double>& prefix, double t) {
+  auto it = std::upper_bound(times.begin(), times.end(), t);
+  std::size_t i = it == times.begin() ? 0 : static_cast<std::size_t>(it - times.begin()) - 1;
+  return prefix[i] + values[i] * (t - times[i]);
+}
+}  // namespace
+
+double RateTrace::integral(double t0, double t1) const {
+  auto upto = [&](double t) {
+    if (t == kNever) {
+      return kNever;
+    }
+    if (repeat_s_ > 0) {
+      double k = std::floor(t / repeat_s_);
+      return k * period_integral_ + local_integral(times_, values_, prefix_, t - k * repeat_s_);
+    }
+    return local_integral(times_, values_, prefix_, t);
+  };
+  if (t1 == kNever) {
+    double from = 0;
+    if (zero_forever_after(&from) && t0 >= from) return 0.0;
+    return kNever;
+  }
+  return upto(t1) - upto(t0);
+}
+
+bool RateTrace::zero_forever_after(double* from) const {
+  if (repeat_s_ > 0) {
+    if (period_integral_ > 0) return false;
+    *from = 0.0;
+    return true;
+  }
+  if (values_.back() > 0) return false;
+  std::size_t i = values_.size() - 1;
+  while (i > 0 && values_[i - 1] == 0) --i;
+  *from = times_[i];
+  return true;
+}
+
+double RateTrace::finish(double t0, double work) const {
+  RateCursor c(*this);
+  return c.finish(t0, work);
+}
+
+void RateCursor::seek(double t0) {
+  const RateTrace& tr = *trace_;
+  double local = t0;
+  base_ = 0.0;
+  if (tr.repeat_s_ > 0) {
+    base_ = std::floor(t0 / tr.repeat_s_) * tr.repeat_s_;
+    local = t0 - base_;
+    if (local >= tr.repeat_s_) {  // rounding at a period boundary
+      base_ += tr.repeat_s_;
+      local = 0.0;
+    }
+  }
+  auto it = std::upper_bound(tr.times_.begin(), tr.times_.end(), local);
+  seg_ = it == tr.times_.begin() ? 0 : static_cast<std::size_t>(it - tr.times_.begin()) - 1;
+}
+
+double RateCursor::finish(double t0, double work) {
+  if (!(work > 0)) return t0;
+  const RateTrace& tr = *trace_;
+  const std::size_t n = tr.times_.size();
+  if (n == 1 && tr.repeat_s_ == 0) {  // constant rate: the common case
+    const double v = tr.values_[0];
+    return v > 0 ? t0 + work / v : kNever;
+  }
+  const double period = tr.repeat_s_;
+
+  // Place the cursor on the segment that contains t0; forward moves are amortized.
+  if (t0 < base_ + tr.times_[seg_]) {
+    seek(t0);
+  } else if (period > 0 && t0 >= base_ + period) {
+    if (t0 >= base_ + 2 * period) {
+      seek(t0);
+    } else {
+      base_ += period;
+      seg_ = 0;
+    }
+  }
+  while (seg_ + 1 < n && t0 >= base_ + tr.times_[seg_ + 1]) ++seg_;
+
+  // Skip whole periods: every window of length P holds the same integral.
+  if (period > 0) {
+    if (tr.period_integral_ <= 0) return kNever;
+    if (work > tr.period_integral_) {
+      double k = std::floor(work / tr.period_integral_);
+      if (k * tr.period_integral_ >= work) k -= 1;
+      if (k > 0) {
+        work -= k * tr.period_integral_;
+        t0 += k * period;
+        base_ += k * period;
+      }
+    }
+  }
+
+  double t = t0;
+  for (;;) {
+    const double v = tr.values_[seg_];
+    double end;
+    if (seg_ + 1 < n) {
+      end = base_ + tr.times_[seg_ + 1];
+    } else if (period > 0) {
+      end = base_ + period;
+    } else {
+      end = kNever;
+    }
+    if (v > 0) {
+      const double done = t + work / v;
+      if (done <= end) return done;
+      work -= v * (end - t);
+    } else if (end == kNever) {
+      return kNever;
+    }
+    t = end;
+    if (seg_ + 1 < n) {
+      ++seg_;
+    } else {  // wrap to the next period
+      base_ += period;
+      seg_ = 0;
+    }
+  }
+}
+
+}  // namespace adagrouper::sim

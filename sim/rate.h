@@ -1,0 +1,74 @@
+// Rates in time: piecewise-constant traces of a bandwidth (bytes/s) or a compute
+// speed (nominal seconds per second), and the one query the simulator needs from
+// them: "work started at t0, when is it done?".
+//
+// A RateTrace is a plain value. A RateCursor walks one trace for one component (a
+// channel or a stage) whose queries come with non-decreasing start times; each query
+// is then amortized O(1): the cursor only moves forward over the segments that time
+// really crosses, and whole periods of a repeating trace are skipped arithmetically.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace adagrouper::sim {
+
+inline constexpr double kNever = std::numeric_limits<double>::infinity();
+
+class RateTrace {
+ public:
+  // The constant rate 1 (the default stage speed).
+  RateTrace() = default;
+
+  static RateTrace constant(double rate);
+  // times[0] must be 0 and times strictly increasing; values >= 0 and finite;
+  // repeat_s == 0 means no repetition, else repeat_s > times.back() and [0, repeat_s)
+  // repeats forever. Throws std::invalid_argument with a short reason otherwise
+  // (loaders turn it into an InputError naming the file and field).
+  static RateTrace piecewise(std::vector<double> times, std::vector<double> values,
+                             double repeat_s = 0.0);
+
+  const std::vector<double>& times() const { return times_; }
+  const std::vector<double>& values() const { return values_; }
+  double repeat_s() const { return repeat_s_; }
+  std::size_t size() const { return times_.size(); }
+  bool is_constant() const { return times_.size() == 1; }
+
+  // Rate in force at absolute time t >= 0.
+  double value_at(double t) const;
+  // Integral of the rate over [t0, t1], t0 <= t1 (kNever allowed for t1).
+  double integral(double t0, double t1) const;
+  // First t1 >= t0 with integral(t0, t1) == work; kNever if the rate never supplies
+  // it (it stays 0). O(log n) and stateless; RateCursor is the fast path.
+  double finish(double t0, double work) const;
+  // Whether the rate is 0 from some time on forever (and from when).
+  bool zero_forever_after(double* from) const;
+
+ private:
+  friend class RateCursor;
+  std::vector<double> times_{0.0};
+  std::vector<double> values_{1.0};
+  std::vector<double> prefix_{0.0};  // prefix_[i] = integral over [0, times_[i]]
+  double repeat_s_ = 0.0;
+  double period_integral_ = 0.0;  // integral over one period (repeating traces)
+};
+
+class RateCursor {
+ public:
+  RateCursor() = default;
+  explicit RateCursor(const RateTrace& trace) : trace_(&trace) {}
+
+  // Same contract as RateTrace::finish. Fast when t0 does not decrease between
+  // calls; correct (with a binary search) when it does.
+  double finish(double t0, double work);
+
+ private:
+  void seek(double t0);
+  const RateTrace* trace_ = nullptr;
+  std::size_t seg_ = 0;   // segment index within one period
+  double base_ = 0.0;     // absolute start of the current period (0 without repeat)
+};
+
+}  // namespace adagrouper::sim

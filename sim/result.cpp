@@ -1,0 +1,181 @@
+#include "result.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+namespace adagrouper::sim {
+
+double SimResult::mean_iteration_time_s() const {
+  return iteration_times_s.empty() ? 0.0 : total_time_s / static_cast<double>(iteration_times_s.size());
+}
+
+double SimResult::throughput_samples_per_s() const {
+  return total_time_s > 0 ? static_cast<double>(global_batch_size) * iterations / total_time_s : 0.0;
+}
+
+double SimResult::bubble_fraction() const {
+  if (total_time_s <= 0 || stages.empty()) return 0.0;
+  double busy = 0;
+  for (const auto& s : stages) busy += s.busy_s;
+  return 1.0 - busy / (static_cast<double>(stages.size()) * total_time_s);
+}
+
+bool SimResult::fits_memory() const {
+  if (!memory_limit_bytes) return true;
+  return std::all_of(stages.begin(), stages.end(),
+                     [&](const StageResult& s) { return s.peak_memory_bytes <= *memory_limit_bytes; });
+}
+
+nlohmann::ordered_json summary_json(const SimResult& r) {
+  nlohmann::ordered_json j;
+  j["pipeline"] = r.pipeline;
+  j["schedule"] = r.schedule;
+  j["k"] = r.k;
+  j["micro_batch_size"] = r.micro_batch_size;
+  j["micro_batches"] = r.micro_batches;
+  j["global_batch_size"] = r.global_batch_size;
+  j["stages"] = r.num_stages;
+  j["iterations"] = r.iterations;
+  j["iteration_times_s"] = r.iteration_times_s;
+  j["mean_iteration_time_s"] = r.mean_iteration_time_s();
+  j["total_time_s"] = r.total_time_s;
+  j["throughput_samples_per_s"] = r.throughput_samples_per_s();
+  j["bubble_fraction"] = r.bubble_fraction();
+  if (r.memory_limit_bytes) {
+    j["memory_limit_bytes"] = *r.memory_limit_bytes;
+  } else {
+    j["memory_limit_bytes"] = nullptr;
+  }
+  j["fits_memory"] = r.fits_memory();
+  auto& ps = j["per_stage"] = nlohmann::ordered_json::array();
+  for (const auto& s : r.stages) {
+    nlohmann::ordered_json e;
+    e["stage"] = s.stage;
+    e["busy_s"] = s.busy_s;
+    e["bubble_s"] = s.bubble_s;
+    e["optimizer_s"] = s.optimizer_s;
+    e["peak_inflight"] = s.peak_inflight;
+    e["peak_memory_bytes"] = s.peak_memory_bytes;
+    ps.push_back(std::move(e));
+  }
+  auto& cs = j["channels"] = nlohmann::ordered_json::array();
+  for (const auto& c : r.channels) {
+    nlohmann::ordered_json e;
+    e["from"] = c.from;
+    e["to"] = c.to;
+    e["busy_s"] = c.busy_s;
+    e["peak_queue_depth"] = c.peak_queue_depth;
+    e["messages"] = c.messages;
+    e["bytes"] = c.bytes;
+    cs.push_back(std::move(e));
+  }
+  j["compute_ops"] = r.compute_ops;
+  j["transfers"] = r.transfers;
+  return j;
+}
+
+namespace {
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.4g} B", b) : fmt::format("{:.2f} {}", b, units[u]);
+}
+}  // namespace
+
+std::string summary_text(const SimResult& r) {
+  std::string out;
+  const std::string sched = r.schedule == "kfkb" ? fmt::format("kfkb k={}", r.k) : r.schedule;
+  out += fmt::format("{}: {} | S={} stages, b={}, M={} micro-batches, B={}, {} iteration{}\n", r.pipeline, sched,
+                     r.num_stages, r.micro_batch_size, r.micro_batches, r.global_batch_size, r.iterations,
+                     r.iterations == 1 ? "" : "s");
+  out += fmt::format("iteration time   {:.6g} s (mean", r.mean_iteration_time_s());
+  if (r.iterations > 1) {
+    auto [lo, hi] = std::minmax_element(r.iteration_times_s.begin(), r.iteration_times_s.end());
+    out += fmt::format("; min {:.6g}, max {:.6g}", *lo, *hi);
+  }
+  out += ")\n";
+  out += fmt::format("throughput       {:.6g} samples/s\n", r.throughput_samples_per_s());
+  out += fmt::format("bubble fraction  {:.1f}%\n", 100.0 * r.bubble_fraction());
+  if (r.memory_limit_bytes)
+    out += fmt::format("memory limit     {} per stage: {}\n", human_bytes(*r.memory_limit_bytes),
+                       r.fits_memory() ? "fits" : "EXCEEDED");
+  out += fmt::format("{:>5}  {:>6}  {:>12}  {:>9}  {:>12}\n", "stage", "busy%", "bubble_s", "in-flight",
+                     "peak memory");
+  for (const auto& s : r.stages) {
+    const double pct = r.total_time_s > 0 ? 100.0 * s.busy_s / r.total_time_s : 0.0;
+    out += fmt::format("{:>5}  {:>5.1f}%  {:>12.6g}  {:>9}  {:>12}\n", s.stage, pct, s.bubble_s, s.peak_inflight,
+                       human_bytes(s.peak_memory_bytes));
+  }
+  return out;
+}
+
+std::string timeline_json(const SimResult& r) {
+  const Timeline& tl = *r.timeline;
+  const int S = r.num_stages;
+  // Threads per stage process: 1 compute; channel ends to and from the neighbours.
+  auto send_tid = [](int from, int to) { return to > from ? 2 : 3; };
+  auto recv_tid = [](int from, int to) { return from < to ? 4 : 5; };
+  constexpr double us = 1e6;
+  std::string out;
+  out.reserve(256 + 200 * (tl.ops.size() + 2 * tl.transfers.size()) + 100 * tl.counters.size());
+  out += "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool first = true;
+  auto emit = [&](const std::string& e) {
+    if (!first) out += ",\n";
+    first = false;
+    out += e;
+  };
+  for (int s = 0; s < S; ++s) {
+    const int pid = s + 1;
+    emit(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":"stage {}"}}}})", pid, s));
+    emit(fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})", pid, s));
+    emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":1,"args":{{"name":"compute"}}}})", pid));
+    if (s + 1 < S) {
+      emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":2,"args":{{"name":"send to {}"}}}})", pid, s + 1));
+      emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":5,"args":{{"name":"recv from {}"}}}})", pid, s + 1));
+    }
+    if (s > 0) {
+      emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":3,"args":{{"name":"send to {}"}}}})", pid, s - 1));
+      emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":4,"args":{{"name":"recv from {}"}}}})", pid, s - 1));
+    }
+  }
+  for (const auto& o : tl.ops) {
+    emit(fmt::format(
+        R"({{"ph":"X","cat":"{}","name":"{}","pid":{},"tid":1,"ts":{},"dur":{},"args":{{"iteration":{},"micro_batch":{}}}}})",
+        o.op.phase == Phase::Forward ? "forward" : "backward", op_name(o.op), o.stage + 1, o.start * us,
+        (o.end - o.start) * us, o.iteration, o.op.micro_batch));
+  }
+  std::uint64_t flow = 0;
+  for (const auto& t : tl.transfers) {
+    ++flow;
+    const char kind = t.to > t.from ? 'F' : 'B';
+    const std::string name = fmt::format("{}{} {}->{}", kind, t.micro_batch, t.from, t.to);
+    const std::string args =
+        fmt::format(R"("args":{{"iteration":{},"micro_batch":{},"bytes":{}}})", t.iteration, t.micro_batch, t.bytes);
+    emit(fmt::format(
+        R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"bind_id":{},"flow_out":true,{}}})",
+        name, t.from + 1, send_tid(t.from, t.to), t.start * us, (t.end - t.start) * us, flow, args));
+    emit(fmt::format(
+        R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"bind_id":{},"flow_in":true,{}}})",
+        name, t.to + 1, recv_tid(t.from, t.to), t.start * us, (t.end - t.start) * us, flow, args));
+  }
+  for (const auto& c : tl.counters) {
+    if (c.kind == 0) {
+      emit(fmt::format(R"({{"ph":"C","name":"memory","pid":{},"ts":{},"args":{{"bytes":{}}}}})", c.stage + 1,
+                       c.time * us, c.value));
+    } else {
+      emit(fmt::format(R"({{"ph":"C","name":"queue from {}","pid":{},"ts":{},"args":{{"messages":{}}}}})", c.peer,
+                       c.stage + 1, c.time * us, c.value));
+    }
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+}  // namespace adagrouper::sim

@@ -1,0 +1,91 @@
+// What a simulation produces: iteration times, per-stage and per-channel statistics,
+// and (on request) the timeline of every op, transfer and counter change.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "schedule.h"
+
+namespace adagrouper::sim {
+
+struct StageResult {
+  int stage = 0;
+  double busy_s = 0;        // F and B ops, end minus start (speed traces included)
+  double bubble_s = 0;      // total time minus busy_s (includes optimizer steps)
+  double optimizer_s = 0;   // optimizer steps, summed over iterations
+  int peak_inflight = 0;    // micro-batches whose F started and B not yet ended
+  double peak_memory_bytes = 0;
+};
+
+struct ChannelResult {
+  int from = 0, to = 0;
+  double busy_s = 0;            // time spent transferring (latency included)
+  int peak_queue_depth = 0;     // messages arrived at the receiver, not yet consumed
+  std::uint64_t messages = 0;
+  double bytes = 0;
+};
+
+struct Timeline {
+  struct OpSlice {
+    std::int32_t stage, iteration;
+    Op op;
+    double start, end;
+  };
+  struct TransferSlice {
+    std::int32_t from, to, iteration, micro_batch;
+    double start, end, bytes;
+  };
+  // A counter's value from `time` on. kind: 0 memory bytes of `stage`; 1 receive
+  // buffer depth on `stage` of the channel from stage `peer`.
+  struct Sample {
+    std::int32_t stage, kind, peer;
+    double time, value;
+  };
+  std::vector<OpSlice> ops;
+  std::vector<TransferSlice> transfers;
+  std::vector<Sample> counters;
+};
+
+struct SimResult {
+  // What was run.
+  std::string pipeline;
+  std::string schedule;
+  int k = 0;                  // group size (custom orders: 0)
+  int micro_batch_size = 0;
+  int micro_batches = 0;
+  int global_batch_size = 0;
+  int num_stages = 0;
+  int iterations = 0;
+  std::optional<double> memory_limit_bytes;
+
+  // What came out.
+  std::vector<double> iteration_times_s;
+  double total_time_s = 0;
+  std::vector<StageResult> stages;
+  std::vector<ChannelResult> channels;
+  std::uint64_t compute_ops = 0;
+  std::uint64_t transfers = 0;
+  std::optional<Timeline> timeline;
+
+  double mean_iteration_time_s() const;
+  double throughput_samples_per_s() const;
+  double bubble_fraction() const;
+  bool fits_memory() const;
+};
+
+// The summary JSON of SPEC section 5, plus per-stage bubble and optimizer time, the
+// channels, and memory-limit checks. Field order is fixed.
+nlohmann::ordered_json summary_json(const SimResult& r);
+
+// The human summary `adagrouper simulate` prints by default.
+std::string summary_text(const SimResult& r);
+
+// Chrome trace / Perfetto JSON of r.timeline (which must be present).
+std::string timeline_json(const SimResult& r);
+
+}  // namespace adagrouper::sim

@@ -1,0 +1,9 @@
+// The subcommands of the adagrouper command line. Each parses its own options and
+// throws InputError / SimError for bad input; main() turns those into exit status 2.
+#pragma once
+
+namespace adagrouper::cli {
+
+int cmd_simulate(int argc, char** argv);
+
+}  // namespace adagrouper::cli

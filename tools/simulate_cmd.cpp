@@ -1,0 +1,141 @@
+// `adagrouper simulate`: one schedule on one pipeline and network (SPEC section 5).
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "sim.h"
+
+namespace adagrouper::cli {
+
+namespace po = boost::program_options;
+using namespace adagrouper::sim;
+
+namespace {
+
+constexpr const char* kSimulateHelp = R"(Usage: adagrouper simulate --pipeline P --network N --schedule NAME [--k K]
+                           --micro-batch-size b [--iterations n]
+                           [--json] [--output FILE] [--timeline FILE]
+
+Simulates pipeline-parallel training, event by event, under the execution model of
+SPEC.md (docs/model.md): every stage runs its forward (F) and backward (B) ops in the
+schedule's order; activations and gradients travel over FIFO channels whose bandwidth
+follows the network file's traces; iterations run back to back.
+
+Inputs (docs/formats.md):
+  pipeline file  JSON: global_batch_size, memory_limit_bytes, and per stage
+                 static_bytes, optimizer_s and a profile of measured micro-batch sizes
+                 (forward_s, backward_s, activation_bytes, output_bytes,
+                 grad_output_bytes); sizes in between are interpolated linearly.
+  network file   JSON: latency_s, a default rate, per-channel rate / latency_s /
+                 capacity (from, to = adjacent stages), per-stage speed. A rate is
+                 {"constant": R} or {"points": [[t, R], ...], "repeat_s": P} in bytes/s.
+  schedule file  JSON: {"stages": [["F0", "F1", "B0", ...], ...]}, one complete op
+                 order per stage.
+
+Output: a short human summary on stdout; with --json the summary JSON instead.
+Exit status: 0 ok, 2 bad input (one line on stderr naming the file and field), 1 other
+failures. Output files are written completely or not at all.
+
+Example:
+  adagrouper simulate --pipeline configs/examples/toy-4.json \
+      --network configs/examples/toy-net-0.5s.json --schedule kfkb --k 2 \
+      --micro-batch-size 1 --timeline toy.trace.json
+
+Options)";
+
+}  // namespace
+
+int cmd_simulate(int argc, char** argv) {
+  po::options_description opts(kSimulateHelp);
+  // clang-format off
+  opts.add_options()
+    ("help,h", "show this help")
+    ("pipeline", po::value<std::string>()->value_name("FILE"), "pipeline file (required)")
+    ("network", po::value<std::string>()->value_name("FILE"), "network file (required)")
+    ("schedule", po::value<std::string>()->value_name("NAME"),
+       "kfkb (with --k), 1f1b, gpipe, dapple-b; or custom (with --schedule-file)")
+    ("k", po::value<int>()->value_name("K"), "kfkb group size, 1 <= K <= M")
+    ("schedule-file", po::value<std::string>()->value_name("FILE"),
+       "custom per-stage op order (implies --schedule custom); checked for deadlocks")
+    ("micro-batch-size,b", po::value<int>()->value_name("b"),
+       "micro-batch size b (required); must divide the global batch and lie in every profile")
+    ("iterations,n", po::value<int>()->default_value(1)->value_name("n"), "iterations to run back to back")
+    ("json", po::bool_switch(), "print the summary JSON on stdout instead of the human summary")
+    ("output,o", po::value<std::string>()->value_name("FILE"), "write the summary JSON to FILE")
+    ("timeline", po::value<std::string>()->value_name("FILE"),
+       "write a Chrome trace / Perfetto JSON timeline to FILE (open it in ui.perfetto.dev)");
+  // clang-format on
+  po::variables_map vm;
+  po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << opts << '\n';
+    return 0;
+  }
+  auto required = [&](const char* name) {
+    if (!vm.count(name)) throw InputError(fmt::format("--{}: missing (see adagrouper simulate --help)", name));
+    return vm[name].as<std::string>();
+  };
+  const std::string pipeline_path = required("pipeline");
+  const std::string network_path = required("network");
+  if (!vm.count("micro-batch-size"))
+    throw InputError("--micro-batch-size: missing (see adagrouper simulate --help)");
+  const int b = vm["micro-batch-size"].as<int>();
+  const int iterations = vm["iterations"].as<int>();
+  if (iterations < 1) throw InputError(fmt::format("--iterations: must be >= 1, got {}", iterations));
+
+  const Pipeline pipeline = load_pipeline(pipeline_path);
+  Network network = load_network(network_path, pipeline.num_stages());
+  const auto params = pipeline.at(b);  // validates b before M is used
+  const int M = pipeline.global_batch_size / b;
+
+  std::optional<int> k;
+  if (vm.count("k")) k = vm["k"].as<int>();
+  Schedule schedule;
+  std::string schedule_source;
+  if (vm.count("schedule-file")) {
+    schedule_source = vm["schedule-file"].as<std::string>();
+    if (vm.count("schedule") && vm["schedule"].as<std::string>() != "custom")
+      throw InputError("--schedule: give either a named schedule or --schedule-file, not both");
+    if (k) throw InputError("--k: a custom order (--schedule-file) takes no group size");
+    schedule = load_schedule_file(schedule_source, pipeline.num_stages(), M);
+  } else {
+    const std::string name = required("schedule");
+    if (name == "custom") throw InputError("--schedule: custom needs --schedule-file FILE");
+    schedule = make_named(name, pipeline.num_stages(), M, k);
+  }
+
+  const Scenario scenario = make_scenario(pipeline, std::move(network), std::move(schedule), b, iterations);
+  if (!schedule_source.empty()) {
+    const auto cycle = find_dependency_cycle(scenario);
+    if (!cycle.empty()) {
+      std::string path;
+      for (const auto& step : cycle) path += (path.empty() ? "" : " -> ") + step;
+      std::string stuck;
+      try {
+        simulate(scenario);
+      } catch (const SimError& e) {
+        stuck = e.what();
+      }
+      throw InputError(fmt::format("{}: stages: the order deadlocks; dependency cycle: {}. {}", schedule_source,
+                                   path, stuck));
+    }
+  }
+
+  const SimResult result = simulate(scenario, {.timeline = vm.count("timeline") > 0});
+  const auto summary = summary_json(result);
+  if (vm.count("output")) write_file_atomic(vm["output"].as<std::string>(), summary.dump(2) + "\n");
+  if (vm.count("timeline")) write_file_atomic(vm["timeline"].as<std::string>(), timeline_json(result));
+  if (vm["json"].as<bool>()) {
+    std::cout << summary.dump(2) << '\n';
+  } else {
+    std::cout << summary_text(result);
+  }
+  return 0;
+}
+
+}  // namespace adagrouper::cli
