@@ -41,24 +41,28 @@ std::vector<std::string> find_dependency_cycle(const Scenario& sc) {
   const Program p = build_program(sc);
   const std::size_t nops = p.ops.size();
   const int S = sc.num_stages();
-  Graph g(nops + p.messages.size());
+  Graph g(nops + p.producer.size());
 
-  // Order edges and local dependencies.
+  // Order edges, local dependencies, and message -> consuming op.
+  std::vector<std::uint32_t> consumer(p.producer.size(), 0);
   for (int s = 0; s < S; ++s) {
-    for (std::uint32_t i = p.stage_begin[s]; i < p.stage_begin[s + 1]; ++i) {
-      if (i > p.stage_begin[s]) boost::add_edge(i - 1, i, g);
-      if (p.ops[i].dep == Dep::Local) boost::add_edge(p.stage_begin[s] + p.ops[i].dep_index, i, g);
-      if (p.consumes[i] >= 0) boost::add_edge(nops + static_cast<std::size_t>(p.consumes[i]), i, g);
+    const ProgramStage& ps = p.stages[s];
+    for (std::uint32_t i = ps.begin; i < ps.end; ++i) {
+      if (i > ps.begin) boost::add_edge(i - 1, i, g);
+      const std::int64_t msg = p.consumed_message(static_cast<std::uint32_t>(s), p.ops[i]);
+      if (msg >= 0) {
+        boost::add_edge(nops + static_cast<std::size_t>(msg), i, g);
+        consumer[static_cast<std::size_t>(msg)] = i;
+      } else if (p.ops[i].backward) {
+        boost::add_edge(ps.begin + p.ops[i].dep_index, i, g);
+      }
     }
   }
   // Messages: produced by an op, FIFO behind the previous message, capacity.
-  std::vector<std::uint32_t> consumer(p.messages.size(), 0);
-  for (std::size_t i = 0; i < nops; ++i)
-    if (p.consumes[i] >= 0) consumer[static_cast<std::size_t>(p.consumes[i])] = static_cast<std::uint32_t>(i);
   for (const ProgramChannel& ch : p.channels) {
     for (std::uint32_t n = 0; n < ch.count; ++n) {
       const std::size_t v = nops + ch.first + n;
-      boost::add_edge(p.stage_begin[ch.sender] + p.messages[ch.first + n].producer_index, v, g);
+      boost::add_edge(p.stages[ch.sender].begin + p.producer[ch.first + n], v, g);
       if (n > 0) boost::add_edge(v - 1, v, g);
       const auto cap = static_cast<std::uint32_t>(ch.spec->capacity);
       if (cap > 0 && n >= cap) boost::add_edge(consumer[ch.first + n - cap], v, g);
@@ -80,17 +84,18 @@ std::vector<std::string> find_dependency_cycle(const Scenario& sc) {
     std::reverse(path.begin(), path.end());
     auto name = [&](Vertex v) -> std::string {
       if (v < nops) {
-        const int s = static_cast<int>(std::upper_bound(p.stage_begin.begin(), p.stage_begin.end(), v) -
-                                       p.stage_begin.begin()) - 1;
-        return fmt::format("stage {} {}", s, op_name({p.ops[v].phase, p.ops[v].micro_batch}));
+        const auto it = std::find_if(p.stages.begin(), p.stages.end(),
+                                     [&](const ProgramStage& st) { return v >= st.begin && v < st.end; });
+        return fmt::format("stage {} {}", it - p.stages.begin(), op_name({p.ops[v].phase(), p.ops[v].micro_batch}));
       }
       const std::size_t m = v - nops;
       const auto it = std::find_if(p.channels.begin(), p.channels.end(), [&](const ProgramChannel& c) {
         return m >= c.first && m < c.first + c.count;
       });
+      const ProgramOp& producer = p.ops[p.stages[it->sender].begin + p.producer[m]];
       return fmt::format("{} of micro-batch {} on channel {} -> {}",
-                         it->receiver > it->sender ? "activation" : "gradient", p.messages[m].micro_batch,
-                         it->sender, it->receiver);
+                         it->receiver > it->sender ? "activation" : "gradient", producer.micro_batch, it->sender,
+                         it->receiver);
     };
     for (Vertex v : path) cycle.push_back(name(v));
     cycle.push_back(name(path.front()));

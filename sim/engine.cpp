@@ -86,22 +86,22 @@ class Engine {
     stages_.resize(S_);
     for (int s = 0; s < S_; ++s) {
       auto& st = stages_[s];
-      st.begin = prog_.stage_begin[s];
-      st.end = prog_.stage_begin[s + 1];
+      st.begin = prog_.stages[s].begin;
+      st.end = prog_.stages[s].end;
       const RateTrace& sp = sc.network.speed[s];
       st.unit_speed = sp.is_constant() && sp.values()[0] == 1.0;
       st.speed = RateCursor(sp);
       st.mem.cur = st.mem.peak = sc.stages[s].static_bytes;
     }
     channels_.resize(prog_.channels.size());
+    events_.reserve(stages_.size() + channels_.size());  // one pending event per component at most
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ChannelSpec& spec = *prog_.channels[c].spec;
       if (!spec.unlimited) channels_[c].rate = RateCursor(spec.rate);
     }
-    events_.reserve(stages_.size() + channels_.size() + 8);
     if (record_) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
-      timeline_.transfers.reserve(prog_.messages.size() * sc.iterations);
+      timeline_.transfers.reserve(prog_.producer.size() * sc.iterations);
     }
   }
 
@@ -150,41 +150,35 @@ class Engine {
 
   // --- stages ---------------------------------------------------------------
 
-  bool op_ready(const StageState& st, const ProgramOp& op) const {
-    switch (op.dep) {
-      case Dep::None:
-        return true;
-      case Dep::Message:
-        return channels_[op.dep_channel].delivered > op.dep_index;
-      case Dep::Local:
-        return st.done > op.dep_index;
-    }
-    return false;
-  }
-
   void try_start_stage(std::uint32_t s, double now) {
     StageState& st = stages_[s];
     if (st.busy || st.next == st.end) return;
-    const ProgramOp& op = prog_.ops[st.next];
-    if (!op_ready(st, op)) return;
+    const ProgramOp op = prog_.ops[st.next];
+    const ProgramStage& ps = prog_.stages[s];
+    const std::uint32_t in = ps.in_channel(op);
+    if (in != kNoChannel) {
+      if (channels_[in].delivered <= op.dep_index) return;  // its message has not arrived
+    } else if (op.backward && st.done <= op.dep_index) {
+      return;  // last stage: F(S-1, m) has not ended
+    }
     st.busy = true;
     st.op_start = now;
-    if (op.dep == Dep::Message) {
-      ChannelState& ch = channels_[op.dep_channel];
-      ++ch.consumed;
-      queue_change(op.dep_channel, now, -1);
-      mem_change(s, now, -prog_.channels[op.dep_channel].bytes);
-      try_start_channel(op.dep_channel, now);  // may free capacity
+    if (in != kNoChannel) {
+      ++channels_[in].consumed;
+      queue_change(in, now, -1);
+      mem_change(s, now, -prog_.channels[in].bytes);
+      try_start_channel(in, now);  // may free capacity
     }
-    if (op.phase == Phase::Forward) {
+    if (!op.backward) {
       st.inflight.change(now, 1);
-      mem_change(s, now, op.act);
+      mem_change(s, now, ps.act);
     }
+    const double duration = op.backward ? ps.bwd : ps.fwd;
     double end;
     if (st.unit_speed) {
-      end = now + op.duration;
+      end = now + duration;
     } else {
-      end = st.speed.finish(now, op.duration);
+      end = st.speed.finish(now, duration);
       if (end == kNever) speed_never(s, op, now);
     }
     events_.push(end, s);
@@ -192,20 +186,22 @@ class Engine {
 
   void op_end(std::uint32_t s, double now) {
     StageState& st = stages_[s];
-    const ProgramOp& op = prog_.ops[st.next];
+    const ProgramOp op = prog_.ops[st.next];
+    const ProgramStage& ps = prog_.stages[s];
     st.busy = false;
     st.busy_s += now - st.op_start;
     if (record_)
-      timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, {op.phase, op.micro_batch},
-                                       st.op_start, now});
+      timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, {op.phase(), op.micro_batch},
+                               st.op_start, now});
     ++st.next;
     ++st.done;
     ++result_.compute_ops;
-    if (op.phase == Phase::Backward) {
+    if (op.backward) {
       st.inflight.change(now, -1);
-      mem_change(s, now, -op.act);
+      mem_change(s, now, -ps.act);
     }
-    if (op.out_channel >= 0) try_start_channel(static_cast<std::uint32_t>(op.out_channel), now);
+    const std::uint32_t out = ps.out_channel(op);
+    if (out != kNoChannel) try_start_channel(out, now);
     if (st.next == st.end) {
       st.finished_at = now;
     } else {
@@ -215,13 +211,17 @@ class Engine {
 
   // --- channels ---------------------------------------------------------------
 
+  // Micro-batch of the channel's n-th message.
+  std::int32_t message_micro_batch(const ProgramChannel& pc, std::uint32_t n) const {
+    return prog_.ops[prog_.stages[pc.sender].begin + prog_.producer[pc.first + n]].micro_batch;
+  }
+
   void try_start_channel(std::uint32_t c, double now) {
     ChannelState& ch = channels_[c];
     const ProgramChannel& pc = prog_.channels[c];
     if (ch.busy || ch.next == pc.count) return;
-    const ProgramMessage& msg = prog_.messages[pc.first + ch.next];
-    if (stages_[pc.sender].done <= msg.producer_index) return;          // not produced yet
-    const std::uint32_t cap = pc.spec->capacity;
+    if (stages_[pc.sender].done <= prog_.producer[pc.first + ch.next]) return;  // not produced yet
+    const auto cap = static_cast<std::uint32_t>(pc.spec->capacity);
     if (cap > 0 && ch.next >= cap && ch.consumed < ch.next - cap + 1) return;  // receiver full
     ch.busy = true;
     ch.start = now;
@@ -229,7 +229,7 @@ class Engine {
     double end = t_lat;
     if (!pc.spec->unlimited && pc.bytes > 0) {
       end = ch.rate.finish(t_lat, pc.bytes);
-      if (end == kNever) rate_never(c, msg, now);
+      if (end == kNever) rate_never(c, now);
     }
     events_.push(end, static_cast<std::uint32_t>(S_) + c);
   }
@@ -237,13 +237,11 @@ class Engine {
   void transfer_end(std::uint32_t c, double now) {
     ChannelState& ch = channels_[c];
     const ProgramChannel& pc = prog_.channels[c];
-    const ProgramMessage& msg = prog_.messages[pc.first + ch.next];
     ch.busy = false;
     ch.busy_s += now - ch.start;
     if (record_)
-      timeline_.transfers.push_back({static_cast<std::int32_t>(pc.sender),
-                                             static_cast<std::int32_t>(pc.receiver), iteration_,
-                                             msg.micro_batch, ch.start, now, pc.bytes});
+      timeline_.transfers.push_back({static_cast<std::int32_t>(pc.sender), static_cast<std::int32_t>(pc.receiver),
+                                     iteration_, message_micro_batch(pc, ch.next), ch.start, now, pc.bytes});
     ++ch.next;
     ++ch.delivered;
     ++result_.transfers;
@@ -281,39 +279,42 @@ class Engine {
   [[noreturn]] void speed_never(std::uint32_t s, const ProgramOp& op, double now) const {
     throw SimError(fmt::format(
         "{}: stages: speed of stage {} stays 0 forever; {} (iteration {}) started at t={} can never end",
-        sc_.network.source, s, op_name({op.phase, op.micro_batch}), iteration_, now));
+        sc_.network.source, s, op_name({op.phase(), op.micro_batch}), iteration_, now));
   }
 
-  [[noreturn]] void rate_never(std::uint32_t c, const ProgramMessage& msg, double now) const {
+  [[noreturn]] void rate_never(std::uint32_t c, double now) const {
     const ProgramChannel& pc = prog_.channels[c];
     throw SimError(fmt::format(
         "{}: channels: rate of channel {} -> {} stays 0 forever; the transfer of micro-batch {} "
         "({} bytes, iteration {}) started at t={} can never end",
-        sc_.network.source, pc.sender, pc.receiver, msg.micro_batch, pc.bytes, iteration_, now));
+        sc_.network.source, pc.sender, pc.receiver, message_micro_batch(pc, channels_[c].next), pc.bytes,
+        iteration_, now));
   }
 
   std::string waits_for(std::uint32_t s) const {
     const StageState& st = stages_[s];
     const ProgramOp& op = prog_.ops[st.next];
-    std::string name = op_name({op.phase, op.micro_batch});
-    if (op.dep == Dep::Local)
+    const std::string name = op_name({op.phase(), op.micro_batch});
+    const std::uint32_t in = prog_.stages[s].in_channel(op);
+    if (in == kNoChannel)
       return fmt::format("stage {} waits for {}, which needs F{} on the same stage, ordered after it", s, name,
                          op.micro_batch);
-    const ProgramChannel& pc = prog_.channels[op.dep_channel];
-    const ChannelState& ch = channels_[op.dep_channel];
-    const char* what = op.phase == Phase::Forward ? "activation" : "gradient";
+    const ProgramChannel& pc = prog_.channels[in];
+    const ChannelState& ch = channels_[in];
+    const char* what = op.backward ? "gradient" : "activation";
+    const std::int32_t head_mb = message_micro_batch(pc, ch.next);
+    const std::uint32_t producer = prog_.producer[pc.first + ch.next];
     std::string head;
-    const ProgramMessage& h = prog_.messages[pc.first + ch.next];
-    const ProgramOp& producer = prog_.ops[stages_[pc.sender].begin + h.producer_index];
-    if (stages_[pc.sender].done <= h.producer_index) {
-      head = fmt::format("stage {} has not run {} yet", pc.sender, op_name({producer.phase, producer.micro_batch}));
+    if (stages_[pc.sender].done <= producer) {
+      const ProgramOp& p = prog_.ops[stages_[pc.sender].begin + producer];
+      head = fmt::format("stage {} has not run {} yet", pc.sender, op_name({p.phase(), p.micro_batch}));
     } else {
       head = fmt::format("the channel is full (capacity {}) until stage {} consumes an earlier message",
                          pc.spec->capacity, pc.receiver);
     }
-    if (h.micro_batch != op.micro_batch)
-      head = fmt::format("channel {} -> {} delivers micro-batch {} first, and {}", pc.sender, pc.receiver,
-                         h.micro_batch, head);
+    if (head_mb != op.micro_batch)
+      head = fmt::format("channel {} -> {} delivers micro-batch {} first, and {}", pc.sender, pc.receiver, head_mb,
+                         head);
     return fmt::format("stage {} waits for {}, which needs the {} of micro-batch {} from stage {}: {}", s, name,
                        what, op.micro_batch, pc.sender, head);
   }

@@ -6,7 +6,6 @@ Program build_program(const Scenario& sc) {
   const int S = sc.num_stages();
   const int M = sc.micro_batches();
   Program p;
-  p.stage_begin.resize(S + 1);
 
   // Position of F(s,m) / B(s,m) in stage s's order.
   std::vector<std::uint32_t> pos(static_cast<std::size_t>(S) * M * 2);
@@ -15,12 +14,14 @@ Program build_program(const Scenario& sc) {
   };
   for (int s = 0; s < S; ++s) {
     const auto& order = sc.schedule.stages[s];
-    for (std::size_t i = 0; i < order.size(); ++i) at(s, order[i].phase, order[i].micro_batch) = static_cast<std::uint32_t>(i);
+    for (std::size_t i = 0; i < order.size(); ++i)
+      at(s, order[i].phase, order[i].micro_batch) = static_cast<std::uint32_t>(i);
   }
 
   // Channels and their messages, in each receiver's consumption order.
   const int nch = 2 * (S - 1);
   p.channels.resize(nch);
+  p.producer.reserve(static_cast<std::size_t>(nch) * M);
   for (int c = 0; c < nch; ++c) {
     const bool fwd = c < S - 1;
     const int s = fwd ? c : c - (S - 1);
@@ -29,53 +30,41 @@ Program build_program(const Scenario& sc) {
     ch.receiver = static_cast<std::uint32_t>(fwd ? s + 1 : s);
     ch.spec = fwd ? &sc.network.forward[s] : &sc.network.backward[s];
     ch.bytes = fwd ? sc.stages[s].out : sc.stages[s + 1].gout;
-    ch.first = static_cast<std::uint32_t>(p.messages.size());
+    ch.first = static_cast<std::uint32_t>(p.producer.size());
     ch.count = static_cast<std::uint32_t>(M);
     const Phase ph = fwd ? Phase::Forward : Phase::Backward;
     for (const Op& op : sc.schedule.stages[ch.receiver])
-      if (op.phase == ph) p.messages.push_back({at(static_cast<int>(ch.sender), ph, op.micro_batch), op.micro_batch});
+      if (op.phase == ph) p.producer.push_back(at(static_cast<int>(ch.sender), ph, op.micro_batch));
   }
 
-  p.consumes.assign(static_cast<std::size_t>(S) * 2 * M, -1);
+  p.stages.resize(S);
+  p.ops.reserve(static_cast<std::size_t>(S) * 2 * M);
   for (int s = 0; s < S; ++s) {
-    p.stage_begin[s] = static_cast<std::uint32_t>(p.ops.size());
+    ProgramStage& ps = p.stages[s];
+    ps.begin = static_cast<std::uint32_t>(p.ops.size());
+    ps.fwd = sc.stages[s].fwd;
+    ps.bwd = sc.stages[s].bwd;
+    ps.act = sc.stages[s].act;
+    ps.fwd_in = s > 0 ? static_cast<std::uint32_t>(s - 1) : kNoChannel;
+    ps.fwd_out = s + 1 < S ? static_cast<std::uint32_t>(s) : kNoChannel;
+    ps.bwd_in = s + 1 < S ? static_cast<std::uint32_t>((S - 1) + s) : kNoChannel;
+    ps.bwd_out = s > 0 ? static_cast<std::uint32_t>((S - 1) + (s - 1)) : kNoChannel;
     std::uint32_t nf = 0, nb = 0;
     for (const Op& op : sc.schedule.stages[s]) {
       ProgramOp o{};
-      o.phase = op.phase;
       o.micro_batch = op.micro_batch;
-      o.act = sc.stages[s].act;
-      o.out_channel = -1;
       if (op.phase == Phase::Forward) {
-        o.duration = sc.stages[s].fwd;
-        if (s + 1 < S) o.out_channel = s;
-        if (s > 0) {
-          o.dep = Dep::Message;
-          o.dep_channel = static_cast<std::uint32_t>(s - 1);
-          o.dep_index = nf;
-        } else {
-          o.dep = Dep::None;
-        }
-        ++nf;
+        o.backward = 0;
+        o.dep_index = nf++;
       } else {
-        o.duration = sc.stages[s].bwd;
-        if (s > 0) o.out_channel = (S - 1) + (s - 1);
-        if (s + 1 < S) {
-          o.dep = Dep::Message;
-          o.dep_channel = static_cast<std::uint32_t>((S - 1) + s);
-          o.dep_index = nb;
-        } else {
-          o.dep = Dep::Local;
-          o.dep_index = at(s, Phase::Forward, op.micro_batch);
-        }
+        o.backward = 1;
+        o.dep_index = s + 1 < S ? nb : at(s, Phase::Forward, op.micro_batch);
         ++nb;
       }
-      if (o.dep == Dep::Message)
-        p.consumes[p.ops.size()] = p.channels[o.dep_channel].first + o.dep_index;
       p.ops.push_back(o);
     }
+    ps.end = static_cast<std::uint32_t>(p.ops.size());
   }
-  p.stage_begin[S] = static_cast<std::uint32_t>(p.ops.size());
   return p;
 }
 

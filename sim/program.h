@@ -1,6 +1,11 @@
-// A scenario compiled into flat arrays for the engine: every stage's ops with what
-// each one waits for, and every channel's messages in the order the receiver consumes
-// them (SPEC: a channel is a FIFO in the receiver's order). Internal to sim/.
+// A scenario compiled into flat arrays for the engine: every stage's ops in order and
+// every channel's messages in the order the receiver consumes them (SPEC: a channel is
+// a FIFO in the receiver's order). Internal to sim/.
+//
+// The arrays are kept small on purpose: the engine streams through them once per
+// iteration, 64 stages and 126 channels at a time in the large benchmarks, and their
+// size is what decides whether that stream stays in cache. An op is 8 bytes; what is
+// the same for all ops of a stage (durations, bytes, channels) lives in ProgramStage.
 #pragma once
 
 #include <cstdint>
@@ -10,43 +15,51 @@
 
 namespace adagrouper::sim {
 
-enum class Dep : std::uint8_t {
-  None,     // F on stage 0: ready when the iteration starts
-  Message,  // the dep_index-th message of channel dep_channel has arrived
-  Local,    // op dep_index of the same stage (F(S-1,m) for B(S-1,m)) has ended
-};
+inline constexpr std::uint32_t kNoChannel = 0xffffffffu;
 
 struct ProgramOp {
-  double duration;          // nominal seconds
-  double act;               // activation bytes (F allocates, B releases)
   std::int32_t micro_batch;
-  std::int32_t out_channel; // channel this op sends on, or -1
-  std::uint32_t dep_channel;
-  std::uint32_t dep_index;  // message number, or op index within the stage
-  Phase phase;
-  Dep dep;
-};
+  // Forward ops with an input channel and backward ops with one: the number of the
+  // message they consume on it. Backward ops on the last stage: the index (within the
+  // stage) of F(S-1, m), which must have ended.
+  std::uint32_t dep_index : 31;
+  std::uint32_t backward : 1;
 
-struct ProgramMessage {
-  std::uint32_t producer_index;  // op index within the sending stage
-  std::int32_t micro_batch;
+  Phase phase() const { return backward ? Phase::Backward : Phase::Forward; }
+};
+static_assert(sizeof(ProgramOp) == 8);
+
+struct ProgramStage {
+  std::uint32_t begin, end;  // ops of this stage in Program::ops
+  double fwd, bwd, act;
+  std::uint32_t fwd_in, fwd_out;  // channels F consumes from / sends on (or kNoChannel)
+  std::uint32_t bwd_in, bwd_out;  // channels B consumes from / sends on (or kNoChannel)
+
+  std::uint32_t in_channel(const ProgramOp& op) const { return op.backward ? bwd_in : fwd_in; }
+  std::uint32_t out_channel(const ProgramOp& op) const { return op.backward ? bwd_out : fwd_out; }
 };
 
 struct ProgramChannel {
   std::uint32_t sender, receiver;
-  std::uint32_t first, count;    // its messages in Program::messages
+  std::uint32_t first, count;    // its messages in Program::producer
   double bytes;                  // per message
   const ChannelSpec* spec;       // into the scenario's network
 };
 
 // Channel numbering: s -> s+1 is channel s; s+1 -> s is channel (S-1) + s.
 struct Program {
-  std::vector<ProgramOp> ops;            // all stages, stage after stage
-  std::vector<std::uint32_t> stage_begin;  // S + 1 offsets into ops
+  std::vector<ProgramOp> ops;        // all stages, stage after stage
+  std::vector<ProgramStage> stages;
   std::vector<ProgramChannel> channels;
-  std::vector<ProgramMessage> messages;
-  // For each op that consumes a message: which message (index into messages), else -1.
-  std::vector<std::int64_t> consumes;
+  // producer[channel.first + n]: index, within the sending stage, of the op that
+  // produces the channel's n-th message.
+  std::vector<std::uint32_t> producer;
+
+  // The message (index into producer) an op consumes, or -1 (stage-local or none).
+  std::int64_t consumed_message(std::uint32_t stage, const ProgramOp& op) const {
+    const std::uint32_t c = stages[stage].in_channel(op);
+    return c == kNoChannel ? -1 : static_cast<std::int64_t>(channels[c].first + op.dep_index);
+  }
 };
 
 Program build_program(const Scenario& scenario);

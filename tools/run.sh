@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# adagrouper's one entry point: installs what is missing (Debian packages), configures
+# build/ with Meson, builds, then runs what was asked.
+#
+#   tools/run.sh plan       plan the default example (see below)
+#   tools/run.sh simulate [ARGS]   build/adagrouper simulate ARGS (default: the toy example)
+#   tools/run.sh test       every test; ends with "N passed, N failed"
+#   tools/run.sh test-sanitize   the test suite built with ASan+UBSan in build-sanitize/
+#   tools/run.sh bench      the benchmarks of docs/performance.md
+#   tools/run.sh build      configure and build only
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+packages=(meson ninja-build g++ pkg-config libboost-graph-dev libboost-program-options-dev
+          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "run.sh: installing missing Debian packages: ${missing[*]}" >&2
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+# build DIR [meson options...]
+build() {
+  local dir=$1
+  shift
+  install_missing
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >&2
+  fi
+  ninja -C "$dir" >&2
+}
+
+# Runs every GoogleTest binary in DIR/tests and prints "N passed, N failed".
+run_tests() {
+  local dir=$1 passed=0 failed=0 bin out rc p f
+  local bins=()
+  for bin in "$dir"/tests/*_test; do [ -x "$bin" ] && bins+=("$bin"); done
+  if [ ${#bins[@]} -eq 0 ]; then
+    echo "run.sh: no test binaries in $dir/tests" >&2
+    echo "0 passed, 1 failed"
+    return 1
+  fi
+  for bin in "${bins[@]}"; do
+    echo "== $(basename "$bin")" >&2
+    set +e
+    out=$("$bin" --gtest_brief=1 2>&1)
+    rc=$?
+    set -e
+    printf '%s\n' "$out" >&2
+    p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+    f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+    p=${p:-0}
+    f=${f:-0}
+    # A binary that crashed or failed without a summary still counts as a failure.
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+  done
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}
+
+cmd=${1:-help}
+[ $# -gt 0 ] && shift
+
+case "$cmd" in
+  build)
+    build build
+    ;;
+  plan)
+    build build
+    echo "run.sh plan: the planner (adagrouper plan) is not built yet; until it is, this runs" \
+         "'adagrouper simulate' on the default example (GPT 8-stage pipeline, preempted 25 Gb/s" \
+         "network, kfkb k=2, b=1, 3 iterations)." >&2
+    exec build/adagrouper simulate --pipeline configs/pipelines/gpt-8stage-v100.json \
+      --network configs/networks/preempted-25g.json --schedule kfkb --k 2 --micro-batch-size 1 \
+      --iterations 3 "$@"
+    ;;
+  simulate)
+    build build
+    if [ $# -eq 0 ]; then
+      set -- --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-0.5s.json \
+        --schedule kfkb --k 2 --micro-batch-size 1
+      echo "run.sh simulate: no arguments; running the SPEC's worked example: adagrouper simulate $*" >&2
+    fi
+    exec build/adagrouper simulate "$@"
+    ;;
+  test)
+    build build
+    run_tests build
+    ;;
+  test-sanitize)
+    build build-sanitize -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dbenchmarks=false
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run_tests build-sanitize
+    ;;
+  bench)
+    build build
+    for n in 20 200; do
+      echo "== sim_bench --iterations $n"
+      build/tools/bench/sim_bench --iterations "$n" "$@"
+    done
+    ;;
+  help | -h | --help)
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    ;;
+  *)
+    echo "run.sh: unknown command '$cmd' (plan, simulate, test, test-sanitize, bench, build)" >&2
+    exit 2
+    ;;
+esac
