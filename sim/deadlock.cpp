@@ -64,7 +64,7 @@ std::vector<std::string> find_dependency_cycle(const Scenario& sc) {
       const std::size_t v = nops + ch.first + n;
       boost::add_edge(p.stages[ch.sender].begin + p.producer[ch.first + n], v, g);
       if (n > 0) boost::add_edge(v - 1, v, g);
-      const auto cap = static_cast<std::uint32_t>(ch.spec->capacity);
+      const std::uint32_t cap = ch.capacity;
       if (cap > 0 && n >= cap) boost::add_edge(consumer[ch.first + n - cap], v, g);
     }
   }

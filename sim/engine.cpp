@@ -221,13 +221,13 @@ class Engine {
     const ProgramChannel& pc = prog_.channels[c];
     if (ch.busy || ch.next == pc.count) return;
     if (stages_[pc.sender].done <= prog_.producer[pc.first + ch.next]) return;  // not produced yet
-    const auto cap = static_cast<std::uint32_t>(pc.spec->capacity);
+    const std::uint32_t cap = pc.capacity;
     if (cap > 0 && ch.next >= cap && ch.consumed < ch.next - cap + 1) return;  // receiver full
     ch.busy = true;
     ch.start = now;
-    const double t_lat = now + pc.spec->latency_s;
+    const double t_lat = now + pc.latency_s;
     double end = t_lat;
-    if (!pc.spec->unlimited && pc.bytes > 0) {
+    if (!pc.unlimited) {
       end = ch.rate.finish(t_lat, pc.bytes);
       if (end == kNever) rate_never(c, now);
     }
@@ -310,7 +310,7 @@ class Engine {
       head = fmt::format("stage {} has not run {} yet", pc.sender, op_name({p.phase(), p.micro_batch}));
     } else {
       head = fmt::format("the channel is full (capacity {}) until stage {} consumes an earlier message",
-                         pc.spec->capacity, pc.receiver);
+                         pc.capacity, pc.receiver);
     }
     if (head_mb != op.micro_batch)
       head = fmt::format("channel {} -> {} delivers micro-batch {} first, and {}", pc.sender, pc.receiver, head_mb,

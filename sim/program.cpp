@@ -30,6 +30,9 @@ Program build_program(const Scenario& sc) {
     ch.receiver = static_cast<std::uint32_t>(fwd ? s + 1 : s);
     ch.spec = fwd ? &sc.network.forward[s] : &sc.network.backward[s];
     ch.bytes = fwd ? sc.stages[s].out : sc.stages[s + 1].gout;
+    ch.latency_s = ch.spec->latency_s;
+    ch.capacity = static_cast<std::uint32_t>(ch.spec->capacity);
+    ch.unlimited = ch.spec->unlimited || ch.bytes == 0;
     ch.first = static_cast<std::uint32_t>(p.producer.size());
     ch.count = static_cast<std::uint32_t>(M);
     const Phase ph = fwd ? Phase::Forward : Phase::Backward;

@@ -43,6 +43,9 @@ struct ProgramChannel {
   std::uint32_t sender, receiver;
   std::uint32_t first, count;    // its messages in Program::producer
   double bytes;                  // per message
+  double latency_s;
+  std::uint32_t capacity;        // 0: unlimited
+  bool unlimited;                // no rate: a transfer takes only the latency
   const ChannelSpec* spec;       // into the scenario's network
 };
 

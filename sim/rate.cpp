@@ -108,11 +108,22 @@ void RateCursor::seek(double t0) {
   seg_ = it == tr.times_.begin() ? 0 : static_cast<std::size_t>(it - tr.times_.begin()) - 1;
 }
 
-double RateCursor::finish(double t0, double work) {
+void RateCursor::cache() {
+  const RateTrace& tr = *trace_;
+  seg_start_ = base_ + tr.times_[seg_];
+  if (seg_ + 1 < tr.times_.size()) {
+    seg_end_ = base_ + tr.times_[seg_ + 1];
+  } else {
+    seg_end_ = tr.repeat_s_ > 0 ? base_ + tr.repeat_s_ : kNever;
+  }
+  rate_ = tr.values_[seg_];
+}
+
+double RateCursor::finish_slow(double t0, double work) {
   if (!(work > 0)) return t0;
   const RateTrace& tr = *trace_;
   const std::size_t n = tr.times_.size();
-  if (n == 1 && tr.repeat_s_ == 0) {  // constant rate: the common case
+  if (n == 1 && tr.repeat_s_ == 0) {  // constant rate
     const double v = tr.values_[0];
     return v > 0 ? t0 + work / v : kNever;
   }
@@ -133,7 +144,10 @@ double RateCursor::finish(double t0, double work) {
 
   // Skip whole periods: every window of length P holds the same integral.
   if (period > 0) {
-    if (tr.period_integral_ <= 0) return kNever;
+    if (tr.period_integral_ <= 0) {
+      cache();
+      return kNever;
+    }
     if (work > tr.period_integral_) {
       double k = std::floor(work / tr.period_integral_);
       if (k * tr.period_integral_ >= work) k -= 1;
@@ -158,9 +172,13 @@ double RateCursor::finish(double t0, double work) {
     }
     if (v > 0) {
       const double done = t + work / v;
-      if (done <= end) return done;
+      if (done <= end) {
+        cache();
+        return done;
+      }
       work -= v * (end - t);
     } else if (end == kNever) {
+      cache();
       return kNever;
     }
     t = end;

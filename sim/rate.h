@@ -58,17 +58,30 @@ class RateTrace {
 class RateCursor {
  public:
   RateCursor() = default;
-  explicit RateCursor(const RateTrace& trace) : trace_(&trace) {}
+  explicit RateCursor(const RateTrace& trace) : trace_(&trace) { cache(); }
 
   // Same contract as RateTrace::finish. Fast when t0 does not decrease between
-  // calls; correct (with a binary search) when it does.
-  double finish(double t0, double work);
+  // calls; correct (with a binary search) when it does. The common case, a query that
+  // starts and ends inside the cursor's current segment, is answered inline.
+  double finish(double t0, double work) {
+    if (t0 >= seg_start_ && rate_ > 0) {
+      const double done = t0 + work / rate_;
+      if (done <= seg_end_) return work > 0 ? done : t0;
+    }
+    return finish_slow(t0, work);
+  }
 
  private:
+  double finish_slow(double t0, double work);
   void seek(double t0);
+  void cache();  // refresh seg_start_, seg_end_, rate_ from (base_, seg_)
+
   const RateTrace* trace_ = nullptr;
   std::size_t seg_ = 0;   // segment index within one period
   double base_ = 0.0;     // absolute start of the current period (0 without repeat)
+  // The current segment in absolute time, and its rate; an empty interval until the
+  // first query.
+  double seg_start_ = kNever, seg_end_ = 0.0, rate_ = 0.0;
 };
 
 }  // namespace adagrouper::sim
