@@ -68,8 +68,8 @@ double RateTrace::integral(double t0, double t1) const {
   };
   if (t1 == kNever) {
     double from = 0;
-    if (zero_forever_after(&from) && t0 >= from) return 0.0;
-    return kNever;
+    if (!zero_forever_after(&from)) return kNever;
+    return t0 >= from ? 0.0 : upto(from) - upto(t0);
   }
   return upto(t1) - upto(t0);
 }

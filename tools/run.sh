@@ -40,11 +40,11 @@ build() {
   ninja -C "$dir" >&2
 }
 
-# Runs every GoogleTest binary in DIR/tests and prints "N passed, N failed".
+# Runs every GoogleTest binary under DIR/tests and prints "N passed, N failed".
 run_tests() {
   local dir=$1 passed=0 failed=0 bin out rc p f
   local bins=()
-  for bin in "$dir"/tests/*_test; do [ -x "$bin" ] && bins+=("$bin"); done
+  while IFS= read -r bin; do bins+=("$bin"); done < <(find "$dir/tests" -type f -name '*_test' -perm -u+x | sort)
   if [ ${#bins[@]} -eq 0 ]; then
     echo "run.sh: no test binaries in $dir/tests" >&2
     echo "0 passed, 1 failed"
