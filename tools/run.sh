@@ -100,7 +100,7 @@ case "$cmd" in
     run_tests build
     ;;
   test-sanitize)
-    build build-sanitize -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
+    build build-sanitize -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
       -Dbenchmarks=false
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run_tests build-sanitize
     ;;

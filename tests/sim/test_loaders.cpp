@@ -1,0 +1,473 @@
+// Pipeline, network and schedule files (SPEC section 4): what they mean, and every
+// class of bad input, each an InputError naming the file and the field.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "helpers.h"
+
+namespace simtest {
+namespace {
+
+using nlohmann::json;
+using testing::AllOf;
+using testing::HasSubstr;
+
+// The message of the InputError `f` throws ("" and a failure when it throws nothing).
+std::string input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected InputError, nothing was thrown";
+  return {};
+}
+
+// ---------------------------------------------------------------------------------
+// Pipeline files
+
+// Two stages, B = 12, profiles at b = 1 and b = 4.
+json good_pipeline() {
+  return json::parse(R"({
+    "name": "two",
+    "global_batch_size": 12,
+    "memory_limit_bytes": 1000000,
+    "stages": [
+      {"static_bytes": 500, "optimizer_s": 0.25, "profile": [
+        {"micro_batch_size": 1, "forward_s": 1, "backward_s": 3, "activation_bytes": 30, "output_bytes": 3},
+        {"micro_batch_size": 4, "forward_s": 4, "backward_s": 9, "activation_bytes": 120, "output_bytes": 12}]},
+      {"static_bytes": 700, "profile": [
+        {"micro_batch_size": 1, "forward_s": 2, "backward_s": 6, "activation_bytes": 60, "output_bytes": 99},
+        {"micro_batch_size": 4, "forward_s": 5, "backward_s": 12, "activation_bytes": 90, "output_bytes": 99}]}
+    ]})");
+}
+
+TEST(PipelineFile, LoadsAndInterpolates) {
+  TempDir dir;
+  const auto path = dir.write("pipe.json", good_pipeline());
+  const auto p = sim::load_pipeline(path);
+  EXPECT_EQ(p.name, "two");
+  EXPECT_EQ(p.source, path.string());
+  EXPECT_EQ(p.global_batch_size, 12);
+  ASSERT_TRUE(p.memory_limit_bytes);
+  EXPECT_DOUBLE_EQ(*p.memory_limit_bytes, 1e6);
+  ASSERT_EQ(p.num_stages(), 2);
+  EXPECT_EQ(p.min_micro_batch_size(), 1);
+  EXPECT_EQ(p.max_micro_batch_size(), 4);
+
+  // b = 2: one third of the way from 1 to 4.
+  const auto at2 = p.at(2);
+  ASSERT_EQ(at2.size(), 2u);
+  EXPECT_DOUBLE_EQ(at2[0].fwd, 2.0);
+  EXPECT_DOUBLE_EQ(at2[0].bwd, 5.0);
+  EXPECT_DOUBLE_EQ(at2[0].act, 60.0);
+  EXPECT_DOUBLE_EQ(at2[0].out, 6.0);
+  EXPECT_DOUBLE_EQ(at2[0].gout, 0.0);  // nothing flows back from stage 0
+  EXPECT_DOUBLE_EQ(at2[0].static_bytes, 500.0);
+  EXPECT_DOUBLE_EQ(at2[0].opt, 0.25);
+  EXPECT_DOUBLE_EQ(at2[1].fwd, 3.0);
+  EXPECT_DOUBLE_EQ(at2[1].bwd, 8.0);
+  EXPECT_DOUBLE_EQ(at2[1].act, 70.0);
+  EXPECT_DOUBLE_EQ(at2[1].out, 0.0);   // output_bytes is ignored on the last stage
+  EXPECT_DOUBLE_EQ(at2[1].gout, 6.0);  // default: the previous stage's output at b = 2
+  EXPECT_DOUBLE_EQ(at2[1].opt, 0.0);
+
+  // b = 3 interpolates, b = 4 and b = 1 are the measured points.
+  const auto at3 = p.at(3);
+  EXPECT_DOUBLE_EQ(at3[0].fwd, 3.0);
+  EXPECT_DOUBLE_EQ(at3[1].gout, 9.0);
+  const auto at4 = p.at(4);
+  EXPECT_DOUBLE_EQ(at4[0].bwd, 9.0);
+  EXPECT_DOUBLE_EQ(at4[1].act, 90.0);
+  EXPECT_DOUBLE_EQ(at4[1].gout, 12.0);
+  const auto at1 = p.at(1);
+  EXPECT_DOUBLE_EQ(at1[1].fwd, 2.0);
+  EXPECT_DOUBLE_EQ(at1[1].gout, 3.0);
+}
+
+TEST(PipelineFile, GradOutputBytesGivenAndInterpolated) {
+  json doc = good_pipeline();
+  doc["stages"][1]["profile"][0]["grad_output_bytes"] = 30;
+  doc["stages"][1]["profile"][1]["grad_output_bytes"] = 60;
+  const auto p = sim::parse_pipeline(doc, "g.json");
+  EXPECT_DOUBLE_EQ(p.at(1)[1].gout, 30.0);
+  EXPECT_DOUBLE_EQ(p.at(2)[1].gout, 40.0);
+  EXPECT_DOUBLE_EQ(p.at(4)[1].gout, 60.0);
+  // grad_output_bytes on the first stage is ignored.
+  doc["stages"][0]["profile"][0]["grad_output_bytes"] = 1;
+  doc["stages"][0]["profile"][1]["grad_output_bytes"] = 1;
+  EXPECT_DOUBLE_EQ(sim::parse_pipeline(doc, "g.json").at(2)[0].gout, 0.0);
+}
+
+TEST(PipelineFile, DefaultsAndNameFromFile) {
+  json doc = good_pipeline();
+  doc.erase("name");
+  doc.erase("memory_limit_bytes");
+  doc["stages"][1]["profile"][0].erase("output_bytes");  // optional on the last stage
+  doc["stages"][1]["profile"][1].erase("output_bytes");
+  const auto p = sim::parse_pipeline(doc, "dir/my-model.json");
+  EXPECT_EQ(p.name, "my-model");
+  EXPECT_FALSE(p.memory_limit_bytes);
+  EXPECT_DOUBLE_EQ(p.stages[1].static_bytes, 700.0);
+  EXPECT_DOUBLE_EQ(p.stages[1].optimizer_s, 0.0);
+}
+
+TEST(PipelineFile, MicroBatchSizeChecks) {
+  const auto p = sim::parse_pipeline(good_pipeline(), "pipe.json");
+  // Does not divide the global batch (12).
+  EXPECT_THAT(input_error([&] { p.at(5); }),
+              AllOf(HasSubstr("--micro-batch-size"), HasSubstr("does not divide"), HasSubstr("pipe.json")));
+  // Divides 12 but lies outside the profiles (1..4).
+  EXPECT_THAT(input_error([&] { p.at(6); }),
+              AllOf(HasSubstr("--micro-batch-size"), HasSubstr("outside the profile"), HasSubstr("pipe.json"),
+                    HasSubstr("stages[0].profile")));
+  EXPECT_THAT(input_error([&] { p.at(0); }), HasSubstr(">= 1"));
+  EXPECT_THAT(input_error([&] { p.at(-2); }), HasSubstr(">= 1"));
+  EXPECT_THAT(input_error([&] { p.at(12, "plan b"); }), HasSubstr("plan b"));
+  // make_scenario passes b through the same checks.
+  EXPECT_THROW(sim::make_scenario(p, sim::Network::uniform(2, 1.0), sim::make_named("1f1b", 2, 2, std::nullopt), 6, 1),
+               InputError);
+
+  // A stage with a narrower profile limits the range.
+  json doc = good_pipeline();
+  doc["stages"][1]["profile"][1]["micro_batch_size"] = 3;
+  const auto narrow = sim::parse_pipeline(doc, "narrow.json");
+  EXPECT_EQ(narrow.max_micro_batch_size(), 3);
+  EXPECT_THAT(input_error([&] { narrow.at(4); }), HasSubstr("stages[1].profile covers 1..3"));
+}
+
+struct BadPipeline {
+  const char* label;
+  std::function<void(json&)> edit;
+  const char* field;
+  const char* what;
+};
+
+TEST(PipelineFile, BadInputNamesFileAndField) {
+  const std::vector<BadPipeline> cases{
+      {"missing field", [](json& d) { d["stages"][0]["profile"][0].erase("forward_s"); },
+       "stages[0].profile[0].forward_s", "missing field"},
+      {"mistyped field", [](json& d) { d["stages"][0]["profile"][0]["forward_s"] = "1.0"; },
+       "stages[0].profile[0].forward_s", "must be a number"},
+      {"negative duration", [](json& d) { d["stages"][1]["profile"][0]["backward_s"] = -1; },
+       "stages[1].profile[0].backward_s", ">= 0"},
+      {"negative activation size", [](json& d) { d["stages"][1]["profile"][1]["activation_bytes"] = -5; },
+       "stages[1].profile[1].activation_bytes", ">= 0"},
+      {"negative output size", [](json& d) { d["stages"][0]["profile"][1]["output_bytes"] = -1; },
+       "stages[0].profile[1].output_bytes", ">= 0"},
+      {"negative grad size",
+       [](json& d) {
+         d["stages"][1]["profile"][0]["grad_output_bytes"] = 1;
+         d["stages"][1]["profile"][1]["grad_output_bytes"] = -1;
+       },
+       "stages[1].profile[1].grad_output_bytes", ">= 0"},
+      {"negative static", [](json& d) { d["stages"][0]["static_bytes"] = -1; }, "stages[0].static_bytes", ">= 0"},
+      {"negative optimizer", [](json& d) { d["stages"][0]["optimizer_s"] = -0.5; }, "stages[0].optimizer_s", ">= 0"},
+      {"empty profile", [](json& d) { d["stages"][1]["profile"] = json::array(); }, "stages[1].profile",
+       "empty profile"},
+      {"profile not an array", [](json& d) { d["stages"][1]["profile"] = 3; }, "stages[1].profile",
+       "must be an array"},
+      {"missing profile", [](json& d) { d["stages"][1].erase("profile"); }, "stages[1].profile", "missing field"},
+      {"profile sizes not increasing", [](json& d) { d["stages"][0]["profile"][1]["micro_batch_size"] = 1; },
+       "stages[0].profile[1].micro_batch_size", "strictly increasing"},
+      {"micro_batch_size 0", [](json& d) { d["stages"][0]["profile"][0]["micro_batch_size"] = 0; },
+       "stages[0].profile[0].micro_batch_size", ">= 1"},
+      {"micro_batch_size fractional", [](json& d) { d["stages"][0]["profile"][0]["micro_batch_size"] = 1.5; },
+       "stages[0].profile[0].micro_batch_size", "integer"},
+      {"grad_output_bytes on some entries", [](json& d) { d["stages"][1]["profile"][0]["grad_output_bytes"] = 1; },
+       "stages[1].profile", "every entry or on none"},
+      {"output_bytes missing before the last stage", [](json& d) { d["stages"][0]["profile"][0].erase("output_bytes"); },
+       "stages[0].profile[0].output_bytes", "missing field"},
+      {"missing global batch", [](json& d) { d.erase("global_batch_size"); }, "global_batch_size", "missing field"},
+      {"global batch 0", [](json& d) { d["global_batch_size"] = 0; }, "global_batch_size", ">= 1"},
+      {"global batch mistyped", [](json& d) { d["global_batch_size"] = "12"; }, "global_batch_size", "integer"},
+      {"memory limit 0", [](json& d) { d["memory_limit_bytes"] = 0; }, "memory_limit_bytes", "> 0"},
+      {"no stages", [](json& d) { d["stages"] = json::array(); }, "stages", "at least one stage"},
+      {"stage not an object", [](json& d) { d["stages"][1] = 7; }, "stages[1]", "must be an object"},
+      {"name not a string", [](json& d) { d["name"] = 3; }, "name", "must be a string"},
+  };
+  TempDir dir;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    json doc = good_pipeline();
+    c.edit(doc);
+    const auto path = dir.write("pipe.json", doc);
+    EXPECT_THAT(input_error([&] { sim::load_pipeline(path); }),
+                AllOf(HasSubstr(path.string() + ": " + c.field + ": "), HasSubstr(c.what)));
+  }
+  // The root must be an object.
+  const auto path = dir.write("pipe.json", std::string("[1, 2]"));
+  EXPECT_THAT(input_error([&] { sim::load_pipeline(path); }),
+              AllOf(HasSubstr(path.string()), HasSubstr("must be an object")));
+}
+
+TEST(JsonFile, SyntaxErrorNamesLine) {
+  TempDir dir;
+  const auto path = dir.write("broken.json", std::string("{\n  \"a\": 1,\n  \"b\": ,\n  \"c\": 3\n}\n"));
+  EXPECT_THAT(input_error([&] { adagrouper::read_json_file(path); }),
+              AllOf(HasSubstr(path.string()), HasSubstr("line 3")));
+  // The same through the loaders.
+  EXPECT_THAT(input_error([&] { sim::load_pipeline(path); }), AllOf(HasSubstr(path.string()), HasSubstr("line 3")));
+  EXPECT_THAT(input_error([&] { sim::load_network(path, 2); }), AllOf(HasSubstr(path.string()), HasSubstr("line 3")));
+  EXPECT_THAT(input_error([&] { sim::load_schedule_file(path, 2, 2); }),
+              AllOf(HasSubstr(path.string()), HasSubstr("line 3")));
+
+  const auto trailing = dir.write("trailing.json", std::string("{\"a\": 1}\n\n\n\n}\n"));
+  EXPECT_THAT(input_error([&] { adagrouper::read_json_file(trailing); }), HasSubstr("line 5"));
+
+  EXPECT_THAT(input_error([&] { adagrouper::read_json_file(dir.path() / "absent.json"); }),
+              AllOf(HasSubstr("absent.json"), HasSubstr("cannot open")));
+  EXPECT_EQ(adagrouper::read_json_file(dir.write("ok.json", std::string("{\"x\": [1, 2]}")))["x"][1], 2);
+}
+
+TEST(JsonField, TypedReads) {
+  const json doc = json::parse(R"({"n": 2.5, "i": 3, "f": 4.0, "neg": -1, "s": "x", "b": true, "a": [1], "z": 0})");
+  adagrouper::Field root(doc, "f.json");
+  EXPECT_DOUBLE_EQ(root.at("n").number(), 2.5);
+  EXPECT_EQ(root.at("i").integer(), 3);
+  EXPECT_EQ(root.at("f").integer(), 4);
+  EXPECT_EQ(root.at("s").string(), "x");
+  EXPECT_TRUE(root.at("b").boolean());
+  EXPECT_EQ(root.at("a").size(), 1u);
+  EXPECT_EQ(root.at("a").at(std::size_t{0}).path(), "a[0]");
+  EXPECT_DOUBLE_EQ(root.non_negative_or("missing", 7.0), 7.0);
+  EXPECT_THAT(input_error([&] { root.at("n").integer(); }), HasSubstr("f.json: n: must be an integer, got 2.5"));
+  EXPECT_THAT(input_error([&] { root.at("neg").non_negative(); }), HasSubstr("f.json: neg: must be >= 0"));
+  EXPECT_THAT(input_error([&] { root.at("z").positive(); }), HasSubstr("f.json: z: must be > 0"));
+  EXPECT_THAT(input_error([&] { root.at("s").number(); }), HasSubstr("f.json: s: must be a number, got \"x\""));
+  EXPECT_THAT(input_error([&] { root.at("b").string(); }), HasSubstr("must be a string"));
+  EXPECT_THAT(input_error([&] { root.at("s").boolean(); }), HasSubstr("must be true or false"));
+  EXPECT_THAT(input_error([&] { root.at("nope"); }), HasSubstr("f.json: nope: missing field"));
+  EXPECT_THAT(input_error([&] { root.at("i").integer_at_least(4); }), HasSubstr("must be >= 4, got 3"));
+}
+
+// ---------------------------------------------------------------------------------
+// Network files
+
+TEST(NetworkFile, Loads) {
+  TempDir dir;
+  const auto path = dir.write("net.json", json::parse(R"({
+    "latency_s": 0.25,
+    "default": {"constant": 2.0},
+    "channels": [
+      {"from": 1, "to": 2, "rate": {"points": [[0, 1.0], [10, 0.25], [20, 1.0]]}},
+      {"from": 2, "to": 1, "rate": {"points": [[0, 3], [1, 0]], "repeat_s": 2}, "capacity": 4, "latency_s": 1.5},
+      {"from": 1, "to": 0, "capacity": 1}
+    ],
+    "stages": [
+      {"stage": 0, "speed": {"points": [[0, 1.0], [5, 0.5]]}},
+      {"stage": 2}
+    ]})"));
+  const auto net = sim::load_network(path, 3);
+  EXPECT_EQ(net.source, path.string());
+  EXPECT_EQ(net.num_stages(), 3);
+  ASSERT_EQ(net.forward.size(), 2u);
+  ASSERT_EQ(net.backward.size(), 2u);
+
+  const auto& f01 = net.forward[0];
+  EXPECT_EQ(f01.from, 0);
+  EXPECT_EQ(f01.to, 1);
+  EXPECT_FALSE(f01.unlimited);
+  EXPECT_TRUE(f01.rate.is_constant());
+  EXPECT_DOUBLE_EQ(f01.rate.value_at(3), 2.0);
+  EXPECT_DOUBLE_EQ(f01.latency_s, 0.25);
+  EXPECT_EQ(f01.capacity, 0);
+
+  const auto& f12 = net.forward[1];
+  EXPECT_EQ(f12.from, 1);
+  EXPECT_EQ(f12.to, 2);
+  EXPECT_EQ(f12.rate.size(), 3u);
+  EXPECT_DOUBLE_EQ(f12.rate.value_at(15), 0.25);
+  EXPECT_DOUBLE_EQ(f12.latency_s, 0.25);
+
+  const auto& b21 = net.backward[1];
+  EXPECT_EQ(b21.from, 2);
+  EXPECT_EQ(b21.to, 1);
+  EXPECT_DOUBLE_EQ(b21.rate.repeat_s(), 2.0);
+  EXPECT_DOUBLE_EQ(b21.rate.value_at(2.5), 3.0);
+  EXPECT_EQ(b21.capacity, 4);
+  EXPECT_DOUBLE_EQ(b21.latency_s, 1.5);
+
+  const auto& b10 = net.backward[0];
+  EXPECT_EQ(b10.from, 1);
+  EXPECT_EQ(b10.to, 0);
+  EXPECT_FALSE(b10.unlimited);  // the default rate
+  EXPECT_DOUBLE_EQ(b10.rate.value_at(0), 2.0);
+  EXPECT_EQ(b10.capacity, 1);
+
+  EXPECT_DOUBLE_EQ(net.speed[0].value_at(6), 0.5);
+  EXPECT_TRUE(net.speed[1].is_constant());
+  EXPECT_DOUBLE_EQ(net.speed[1].value_at(6), 1.0);
+  EXPECT_DOUBLE_EQ(net.speed[2].value_at(6), 1.0);
+}
+
+TEST(NetworkFile, WithoutDefaultTransfersTakeOnlyTheLatency) {
+  const auto net = sim::parse_network(json::parse(R"({"latency_s": 0.5})"), "n.json", 3);
+  for (const auto* dir : {&net.forward, &net.backward}) {
+    for (const auto& ch : *dir) {
+      EXPECT_TRUE(ch.unlimited);
+      EXPECT_DOUBLE_EQ(ch.latency_s, 0.5);
+    }
+  }
+  const auto empty = sim::parse_network(json::object(), "n.json", 1);
+  EXPECT_EQ(empty.num_stages(), 1);
+  EXPECT_TRUE(empty.forward.empty());
+}
+
+TEST(NetworkFile, ResolverGetsOtherRateFormsAndTheFileDirectory) {
+  TempDir dir;
+  const auto path = dir.write("sub/net.json", json::parse(R"({
+    "channels": [{"from": 0, "to": 1, "rate": {"file": "../traces/link.csv"}}]})"));
+  std::filesystem::path seen_base;
+  std::string seen_path;
+  const sim::RateResolver resolver = [&](const adagrouper::Field& rate, const std::filesystem::path& base) {
+    seen_base = base;
+    seen_path = rate.path();
+    return std::optional<sim::RateTrace>(sim::RateTrace::constant(3.0));
+  };
+  const auto net = sim::load_network(path, 2, resolver);
+  EXPECT_EQ(seen_base, path.parent_path());
+  EXPECT_EQ(seen_path, "channels[0].rate");
+  EXPECT_DOUBLE_EQ(net.forward[0].rate.value_at(0), 3.0);
+
+  // A resolver that does not know the form: an error naming the field.
+  const sim::RateResolver unknown = [](const adagrouper::Field&, const std::filesystem::path&) {
+    return std::optional<sim::RateTrace>();
+  };
+  EXPECT_THAT(input_error([&] { sim::load_network(path, 2, unknown); }),
+              AllOf(HasSubstr(path.string()), HasSubstr("channels[0].rate")));
+}
+
+struct BadNetwork {
+  const char* label;
+  const char* doc;
+  const char* field;
+  const char* what;
+};
+
+TEST(NetworkFile, BadInputNamesFileAndField) {
+  const std::vector<BadNetwork> cases{
+      {"negative default rate", R"({"default": {"constant": -1}})", "default.constant", ">= 0"},
+      {"negative channel rate", R"({"channels": [{"from": 0, "to": 1, "rate": {"points": [[0, 1], [2, -3]]}}]})",
+       "channels[0].rate.points[1][1]", ">= 0"},
+      {"mistyped rate", R"({"default": {"constant": "fast"}})", "default.constant", "must be a number"},
+      {"negative latency", R"({"latency_s": -0.1})", "latency_s", ">= 0"},
+      {"mistyped latency", R"({"latency_s": "0.1"})", "latency_s", "must be a number"},
+      {"negative channel latency", R"({"channels": [{"from": 0, "to": 1, "latency_s": -1}]})",
+       "channels[0].latency_s", ">= 0"},
+      {"trace not starting at 0", R"({"channels": [{"from": 0, "to": 1, "rate": {"points": [[1, 1], [2, 3]]}}]})",
+       "channels[0].rate.points[0]", "start at 0"},
+      {"trace times not increasing",
+       R"({"channels": [{"from": 1, "to": 0, "rate": {"points": [[0, 1], [2, 3], [1, 3]]}}]})",
+       "channels[0].rate.points[2]", "strictly increasing"},
+      {"trace times repeated", R"({"default": {"points": [[0, 1], [2, 3], [2, 4]]}})", "default.points[2]",
+       "strictly increasing"},
+      {"negative trace time", R"({"default": {"points": [[0, 1], [-2, 3]]}})", "default.points[1][0]", ">= 0"},
+      {"empty points", R"({"default": {"points": []}})", "default.points", "at least one"},
+      {"point not a pair", R"({"default": {"points": [[0, 1, 2]]}})", "default.points[0]", "[time, value] pair"},
+      {"repeat before the last point", R"({"default": {"points": [[0, 1], [5, 2]], "repeat_s": 5}})",
+       "default.repeat_s", "larger than the last point"},
+      {"repeat zero", R"({"default": {"points": [[0, 1]], "repeat_s": 0}})", "default.repeat_s", "> 0"},
+      {"constant with extra field", R"({"default": {"constant": 1, "points": [[0, 1]]}})", "default",
+       "only the field"},
+      {"unknown rate form", R"({"default": {"bandwidth": 1}})", "default", "unknown rate form"},
+      {"rate not an object", R"({"default": 5})", "default", "must be an object"},
+      {"non-adjacent channel", R"({"channels": [{"from": 0, "to": 2}]})", "channels[0]", "non-adjacent"},
+      {"channel to itself", R"({"channels": [{"from": 1, "to": 1}]})", "channels[0]", "non-adjacent"},
+      {"channel to a missing stage", R"({"channels": [{"from": 2, "to": 3}]})", "channels[0].to", "does not exist"},
+      {"channel from a negative stage", R"({"channels": [{"from": -1, "to": 0}]})", "channels[0].from",
+       "does not exist"},
+      {"channel listed twice",
+       R"({"channels": [{"from": 0, "to": 1}, {"from": 1, "to": 0}, {"from": 0, "to": 1, "capacity": 2}]})",
+       "channels[2]", "listed twice"},
+      {"channel missing to", R"({"channels": [{"from": 0}]})", "channels[0].to", "missing field"},
+      {"channel stage mistyped", R"({"channels": [{"from": "0", "to": 1}]})", "channels[0].from", "integer"},
+      {"capacity 0", R"({"channels": [{"from": 0, "to": 1, "capacity": 0}]})", "channels[0].capacity", ">= 1"},
+      {"capacity fractional", R"({"channels": [{"from": 0, "to": 1, "capacity": 1.5}]})", "channels[0].capacity",
+       "integer"},
+      {"channels not an array", R"({"channels": {"from": 0, "to": 1}})", "channels", "must be an array"},
+      {"speed of a missing stage", R"({"stages": [{"stage": 3, "speed": {"constant": 1}}]})", "stages[0].stage",
+       "does not exist"},
+      {"speed listed twice", R"({"stages": [{"stage": 1}, {"stage": 1}]})", "stages[1].stage", "listed twice"},
+      {"negative speed", R"({"stages": [{"stage": 0, "speed": {"constant": -2}}]})", "stages[0].speed.constant",
+       ">= 0"},
+  };
+  TempDir dir;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    const auto path = dir.write("net.json", std::string(c.doc));
+    EXPECT_THAT(input_error([&] { sim::load_network(path, 3); }),
+                AllOf(HasSubstr(path.string() + ": " + c.field + ": "), HasSubstr(c.what)));
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Schedule files
+
+TEST(ScheduleFile, LoadsStringsAndObjects) {
+  TempDir dir;
+  const auto path = dir.write("order.json", json::parse(R"({"stages": [
+      ["F0", "F1", "B0", "B1"],
+      [{"op": "forward", "micro_batch": 0}, "B0", {"op": "forward", "micro_batch": 1}, {"op": "backward", "micro_batch": 1}]
+    ]})"));
+  const auto s = sim::load_schedule_file(path, 2, 2);
+  EXPECT_EQ(s.name, "custom");
+  EXPECT_EQ(s.k, 0);
+  ASSERT_EQ(s.num_stages(), 2);
+  EXPECT_EQ(order_string(s.stages[0]), "F0 F1 B0 B1");
+  EXPECT_EQ(order_string(s.stages[1]), "F0 B0 F1 B1");
+  EXPECT_EQ(s.stages, sim::make_named("1f1b", 2, 2, std::nullopt).stages);
+}
+
+struct BadSchedule {
+  const char* label;
+  const char* doc;
+  const char* field;
+  const char* what;
+};
+
+TEST(ScheduleFile, BadInputNamesFileAndField) {
+  const std::vector<BadSchedule> cases{
+      {"missing op", R"({"stages": [["F0", "F1", "B0", "B1"], ["F0", "B0", "F1"]]})", "stages[1]", "misses B1"},
+      {"repeated op", R"({"stages": [["F0", "F1", "F0", "B0", "B1"], ["F0", "B0", "F1", "B1"]]})", "stages[0][2]",
+       "F0 is repeated"},
+      {"malformed op", R"({"stages": [["F0", "X1", "B0", "B1"], ["F0", "B0", "F1", "B1"]]})", "stages[0][1]",
+       "not of the form"},
+      {"op without number", R"({"stages": [["F0", "F", "B0", "B1"], ["F0", "B0", "F1", "B1"]]})", "stages[0][1]",
+       "not of the form"},
+      {"op with trailing text", R"({"stages": [["F0", "F1x", "B0", "B1"], ["F0", "B0", "F1", "B1"]]})",
+       "stages[0][1]", "not of the form"},
+      {"negative op", R"({"stages": [["F0", "F-1", "B0", "B1"], ["F0", "B0", "F1", "B1"]]})", "stages[0][1]",
+       "not of the form"},
+      {"lower-case op", R"({"stages": [["F0", "f1", "B0", "B1"], ["F0", "B0", "F1", "B1"]]})", "stages[0][1]",
+       "not of the form"},
+      {"unknown object op", R"({"stages": [["F0", {"op": "sideways", "micro_batch": 1}, "B0", "B1"], ["F0", "B0", "F1", "B1"]]})",
+       "stages[0][1].op", "forward"},
+      {"object op missing micro_batch", R"({"stages": [["F0", {"op": "forward"}, "B0", "B1"], ["F0", "B0", "F1", "B1"]]})",
+       "stages[0][1].micro_batch", "missing field"},
+      {"op not a string or object", R"({"stages": [["F0", 1, "B0", "B1"], ["F0", "B0", "F1", "B1"]]})", "stages[0][1]",
+       "must be an object"},
+      {"micro-batch out of range", R"({"stages": [["F0", "F1", "B0", "B1"], ["F0", "B0", "F5", "B1"]]})",
+       "stages[1][2]", "micro-batch 5 does not exist"},
+      {"wrong number of stages", R"({"stages": [["F0", "F1", "B0", "B1"]]})", "stages", "lists 1 stages"},
+      {"missing stages", R"({"order": []})", "stages", "missing field"},
+      {"stage not an array", R"({"stages": [["F0", "F1", "B0", "B1"], "F0 B0 F1 B1"]})", "stages[1]",
+       "must be an array"},
+  };
+  TempDir dir;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    const auto path = dir.write("order.json", std::string(c.doc));
+    EXPECT_THAT(input_error([&] { sim::load_schedule_file(path, 2, 2); }),
+                AllOf(HasSubstr(path.string() + ": " + c.field + ": "), HasSubstr(c.what)));
+  }
+}
+
+}  // namespace
+}  // namespace simtest
