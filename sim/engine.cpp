@@ -106,7 +106,7 @@ class Engine {
   }
 
   SimResult run() {
-    double t = 0;
+    double t = sc_.start_time_s;
     result_.iteration_times_s.reserve(sc_.iterations);
     for (int it = 0; it < sc_.iterations; ++it) {
       iteration_ = it;
@@ -114,7 +114,7 @@ class Engine {
       result_.iteration_times_s.push_back(end - t);
       t = end;
     }
-    finish(t);
+    finish(t - sc_.start_time_s);
     if (record_) result_.timeline = std::move(timeline_);
     return std::move(result_);
   }
@@ -339,6 +339,7 @@ class Engine {
     r.global_batch_size = sc_.global_batch_size;
     r.num_stages = S_;
     r.iterations = sc_.iterations;
+    r.start_time_s = sc_.start_time_s;
     r.memory_limit_bytes = sc_.memory_limit_bytes;
     r.total_time_s = total;
     r.stages.resize(S_);

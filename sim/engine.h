@@ -23,6 +23,9 @@ struct Scenario {
   int micro_batch_size = 1;
   int global_batch_size = 1;   // M = global_batch_size / micro_batch_size
   int iterations = 1;
+  // Absolute time at which iteration 0 starts: traces are functions of absolute time,
+  // so this selects the window of the network traces the run sees.
+  double start_time_s = 0.0;
   std::optional<double> memory_limit_bytes;
 
   int num_stages() const { return static_cast<int>(stages.size()); }

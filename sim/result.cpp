@@ -38,6 +38,7 @@ nlohmann::ordered_json summary_json(const SimResult& r) {
   j["global_batch_size"] = r.global_batch_size;
   j["stages"] = r.num_stages;
   j["iterations"] = r.iterations;
+  j["start_time_s"] = r.start_time_s;
   j["iteration_times_s"] = r.iteration_times_s;
   j["mean_iteration_time_s"] = r.mean_iteration_time_s();
   j["total_time_s"] = r.total_time_s;

@@ -61,6 +61,7 @@ struct SimResult {
   int global_batch_size = 0;
   int num_stages = 0;
   int iterations = 0;
+  double start_time_s = 0;    // absolute time at which iteration 0 started
   std::optional<double> memory_limit_bytes;
 
   // What came out.

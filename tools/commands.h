@@ -5,5 +5,6 @@
 namespace adagrouper::cli {
 
 int cmd_simulate(int argc, char** argv);
+int cmd_plan(int argc, char** argv);
 
 }  // namespace adagrouper::cli

@@ -2,7 +2,7 @@
 # adagrouper's one entry point: installs what is missing (Debian packages), configures
 # build/ with Meson, builds, then runs what was asked.
 #
-#   tools/run.sh plan       plan the default example (see below)
+#   tools/run.sh plan [ARGS]       build/adagrouper plan ARGS (default: the GPT example)
 #   tools/run.sh simulate [ARGS]   build/adagrouper simulate ARGS (default: the toy example)
 #   tools/run.sh test       every test; ends with "N passed, N failed"
 #   tools/run.sh test-sanitize   the test suite built with ASan+UBSan in build-sanitize/
@@ -14,7 +14,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 packages=(meson ninja-build g++ pkg-config libboost-graph-dev libboost-program-options-dev
-          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
+          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev)
 
 install_missing() {
   local missing=()
@@ -79,12 +79,13 @@ case "$cmd" in
     ;;
   plan)
     build build
-    echo "run.sh plan: the planner (adagrouper plan) is not built yet; until it is, this runs" \
-         "'adagrouper simulate' on the default example (GPT 8-stage pipeline, preempted 25 Gb/s" \
-         "network, kfkb k=2, b=1, 3 iterations)." >&2
-    exec build/adagrouper simulate --pipeline configs/pipelines/gpt-8stage-v100.json \
-      --network configs/networks/preempted-25g.json --schedule kfkb --k 2 --micro-batch-size 1 \
-      --iterations 3 "$@"
+    if [ $# -eq 0 ]; then
+      set -- --pipeline configs/pipelines/gpt-8stage-v100.json --network configs/networks/preempted-25g.json \
+        --eval-iterations 3 --output build/plan.json
+      echo "run.sh plan: no arguments; planning the default example (GPT 2.7B in 8 stages on a preempted" \
+           "25 Gb/s network) and writing build/plan.json: adagrouper plan $*" >&2
+    fi
+    exec build/adagrouper plan "$@"
     ;;
   simulate)
     build build

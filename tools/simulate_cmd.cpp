@@ -1,4 +1,5 @@
 // `adagrouper simulate`: one schedule on one pipeline and network (SPEC section 5).
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -17,7 +18,7 @@ using namespace adagrouper::sim;
 namespace {
 
 constexpr const char* kSimulateHelp = R"(Usage: adagrouper simulate --pipeline P --network N --schedule NAME [--k K]
-                           --micro-batch-size b [--iterations n]
+                           --micro-batch-size b [--iterations n] [--start-time T]
                            [--json] [--output FILE] [--timeline FILE]
 
 Simulates pipeline-parallel training, event by event, under the execution model of
@@ -64,6 +65,8 @@ int cmd_simulate(int argc, char** argv) {
     ("micro-batch-size,b", po::value<int>()->value_name("b"),
        "micro-batch size b (required); must divide the global batch and lie in every profile")
     ("iterations,n", po::value<int>()->default_value(1)->value_name("n"), "iterations to run back to back")
+    ("start-time", po::value<double>()->default_value(0.0)->value_name("T"),
+       "absolute time (s) at which iteration 0 starts, i.e. where in the traces the run begins")
     ("json", po::bool_switch(), "print the summary JSON on stdout instead of the human summary")
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the summary JSON to FILE")
     ("timeline", po::value<std::string>()->value_name("FILE"),
@@ -109,7 +112,10 @@ int cmd_simulate(int argc, char** argv) {
     schedule = make_named(name, pipeline.num_stages(), M, k);
   }
 
-  const Scenario scenario = make_scenario(pipeline, std::move(network), std::move(schedule), b, iterations);
+  Scenario scenario = make_scenario(pipeline, std::move(network), std::move(schedule), b, iterations);
+  scenario.start_time_s = vm["start-time"].as<double>();
+  if (!(scenario.start_time_s >= 0) || !std::isfinite(scenario.start_time_s))
+    throw InputError(fmt::format("--start-time: must be a finite time >= 0, got {}", scenario.start_time_s));
   if (!schedule_source.empty()) {
     const auto cycle = find_dependency_cycle(scenario);
     if (!cycle.empty()) {

@@ -1,0 +1,145 @@
+// The adagrouper.plan/1 document and the human summary of a plan.
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "planner.h"
+
+namespace adagrouper::planner {
+
+namespace {
+
+nlohmann::ordered_json candidate_json(const Candidate& c) {
+  nlohmann::ordered_json j;
+  j["schedule"] = c.schedule;
+  j["k"] = c.k;
+  j["micro_batch_size"] = c.micro_batch_size;
+  j["micro_batches"] = c.micro_batches;
+  j["baseline"] = c.baseline;
+  if (c.evaluated) {
+    j["predicted_iteration_time_s"] = c.predicted_iteration_time_s;
+    j["throughput_samples_per_s"] = c.throughput_samples_per_s;
+  } else {
+    j["predicted_iteration_time_s"] = nullptr;
+  }
+  j["peak_memory_bytes"] = c.model_memory;
+  if (c.evaluated) j["simulated_peak_memory_bytes"] = c.simulated_memory;
+  j["status"] = to_string(c.status);
+  j["reason"] = c.reason;
+  return j;
+}
+
+const char* kind_name(ProgramEntry::Kind k) {
+  switch (k) {
+    case ProgramEntry::Kind::Forward: return "forward";
+    case ProgramEntry::Kind::Backward: return "backward";
+    case ProgramEntry::Kind::Send: return "send";
+    case ProgramEntry::Kind::Recv: return "recv";
+  }
+  return "?";
+}
+
+}  // namespace
+
+nlohmann::ordered_json plan_json(const PlanResult& plan, const std::vector<InputFile>& inputs) {
+  const auto programs = device_programs(plan.chosen_schedule, plan.chosen_stages);
+  const auto problems = validate_programs(programs);
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+    throw std::logic_error("internal error: the chosen plan's device programs are invalid: " + all);
+  }
+
+  const Candidate& win = plan.candidates[plan.chosen];
+  nlohmann::ordered_json j;
+  j["schema"] = "adagrouper.plan/1";
+  j["pipeline"] = plan.pipeline.name;
+  j["stages"] = plan.pipeline.num_stages();
+  j["global_batch_size"] = plan.options.global_batch_size;
+  j["memory_limit_bytes"] = plan.options.memory_limit_bytes;
+  auto& in = j["inputs"] = nlohmann::ordered_json::array();
+  for (const auto& f : inputs) in.push_back({{"role", f.role}, {"path", f.path}, {"sha256", f.sha256}});
+  j["evaluation"] = {{"iterations", plan.options.eval_iterations}, {"start_time_s", plan.options.eval_start_s}};
+
+  nlohmann::ordered_json chosen;
+  chosen["schedule"] = win.schedule;
+  chosen["k"] = win.k;
+  chosen["micro_batch_size"] = win.micro_batch_size;
+  chosen["micro_batches"] = win.micro_batches;
+  chosen["predicted_iteration_time_s"] = win.predicted_iteration_time_s;
+  chosen["throughput_samples_per_s"] = win.throughput_samples_per_s;
+  chosen["peak_memory_bytes"] = win.model_memory;
+  chosen["simulated_peak_memory_bytes"] = win.simulated_memory;
+  if (plan.one_f_one_b) {
+    chosen["speedup_over_1f1b"] = plan.speedup_over_1f1b();
+  } else {
+    chosen["speedup_over_1f1b"] = nullptr;
+  }
+  chosen["order"] = nlohmann::ordered_json::array();
+  for (const auto& ops : plan.chosen_schedule.stages) {
+    auto names = nlohmann::ordered_json::array();
+    for (const auto& op : ops) names.push_back(sim::op_name(op));
+    chosen["order"].push_back(std::move(names));
+  }
+  j["chosen"] = std::move(chosen);
+
+  auto& cs = j["candidates"] = nlohmann::ordered_json::array();
+  for (const auto& c : plan.candidates) cs.push_back(candidate_json(c));
+
+  auto& devs = j["devices"] = nlohmann::ordered_json::array();
+  for (const auto& p : programs) {
+    nlohmann::ordered_json d;
+    d["stage"] = p.stage;
+    auto& prog = d["program"] = nlohmann::ordered_json::array();
+    for (const auto& e : p.entries) {
+      nlohmann::ordered_json o;
+      o["op"] = kind_name(e.kind);
+      if (e.kind == ProgramEntry::Kind::Send || e.kind == ProgramEntry::Kind::Recv) {
+        o["stream"] = kind_name(e.kind);
+        o["peer"] = e.peer;
+        o["micro_batch"] = e.micro_batch;
+        o["bytes"] = e.bytes;
+        o["tag"] = e.tag;
+        o["communicator"] = e.communicator;
+      } else {
+        o["micro_batch"] = e.micro_batch;
+      }
+      prog.push_back(std::move(o));
+    }
+    devs.push_back(std::move(d));
+  }
+  auto& comms = j["communicators"] = nlohmann::ordered_json::array();
+  for (int s = 0; s + 1 < plan.pipeline.num_stages(); ++s) {
+    comms.push_back({{"id", 2 * s}, {"from", s}, {"to", s + 1}, {"carries", "activations"}});
+    comms.push_back({{"id", 2 * s + 1}, {"from", s + 1}, {"to", s}, {"carries", "gradients"}});
+  }
+  return j;
+}
+
+std::string plan_text(const PlanResult& plan) {
+  const Candidate& win = plan.candidates[plan.chosen];
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  std::string out = fmt::format("{}: S={} stages, B={}, memory limit {:.2f} GiB per stage\n", plan.pipeline.name,
+                                plan.pipeline.num_stages(), plan.options.global_batch_size,
+                                plan.options.memory_limit_bytes / gib);
+  out += fmt::format("  {:<9} {:>4} {:>5} {:>6} {:>12} {:>13} {:>8}  {}\n", "schedule", "k", "b", "M", "peak memory",
+                     "iteration s", "vs 1F1B", "status");
+  const double base = plan.one_f_one_b ? plan.candidates[*plan.one_f_one_b].predicted_iteration_time_s : 0.0;
+  for (std::size_t i = 0; i < plan.candidates.size(); ++i) {
+    const Candidate& c = plan.candidates[i];
+    const std::string t = c.evaluated ? fmt::format("{:.6g}", c.predicted_iteration_time_s) : "-";
+    const std::string sp = c.evaluated && base > 0 ? fmt::format("{:.3f}x", base / c.predicted_iteration_time_s) : "-";
+    out += fmt::format("{} {:<9} {:>4} {:>5} {:>6} {:>8.2f} GiB {:>13} {:>8}  {}\n", i == plan.chosen ? "*" : " ",
+                       c.schedule, c.k, c.micro_batch_size, c.micro_batches, c.peak_model_memory() / gib, t, sp,
+                       to_string(c.status));
+  }
+  std::string why = fmt::format("{}{} with b = {} is the fastest plan that fits: {:.6g} s per iteration",
+                                win.schedule, win.schedule == "kfkb" ? fmt::format(" k = {}", win.k) : "",
+                                win.micro_batch_size, win.predicted_iteration_time_s);
+  if (plan.one_f_one_b && plan.one_f_one_b != plan.chosen)
+    why += fmt::format(", {:.3f}x the throughput of 1F1B", plan.speedup_over_1f1b());
+  why += fmt::format(", peak {:.2f} GiB on stage {}.\n", win.peak_model_memory() / gib, win.peak_stage());
+  return out + why;
+}
+
+}  // namespace adagrouper::planner
