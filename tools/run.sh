@@ -111,6 +111,8 @@ case "$cmd" in
       echo "== sim_bench --iterations $n"
       build/tools/bench/sim_bench --iterations "$n" "$@"
     done
+    echo "== plan_bench"
+    build/tools/bench/plan_bench
     ;;
   help | -h | --help)
     sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'

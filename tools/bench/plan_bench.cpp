@@ -1,0 +1,104 @@
+// Planner benchmark (docs/performance.md): S = 32 stages, B = 2048, profile sizes
+// 1..64 (7 sizes), on a constant network, then on a 10^5-point trace with 10
+// evaluated iterations. Reports wall time and how many candidates were evaluated.
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "planner.h"
+
+using namespace adagrouper;
+
+namespace {
+
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+sim::Pipeline make_pipeline(int S, int B) {
+  sim::Pipeline p;
+  p.name = "bench-32";
+  p.source = "(built in)";
+  p.global_batch_size = B;
+  p.memory_limit_bytes = 32.0 * (1ull << 30);
+  for (int s = 0; s < S; ++s) {
+    sim::StageSpec st;
+    st.static_bytes = 6.0e9;
+    for (int b = 1; b <= 64; b *= 2) {
+      sim::ProfilePoint pt;
+      pt.micro_batch_size = b;
+      // Small micro-batches use the GPU less well: time per sample falls with b.
+      const double eff = 0.55 + 0.4 * (1.0 - 1.0 / b);
+      pt.forward_s = 2.0e-3 * b / eff;
+      pt.backward_s = 2.0 * pt.forward_s;
+      pt.activation_bytes = 1.2e8 * b;
+      pt.output_bytes = 4.0e6 * b;
+      st.profile.push_back(pt);
+    }
+    p.stages.push_back(std::move(st));
+  }
+  return p;
+}
+
+double run(const sim::Pipeline& p, const sim::Network& n, int iterations, std::size_t* evaluated) {
+  planner::PlanOptions o;
+  o.global_batch_size = p.global_batch_size;
+  o.memory_limit_bytes = *p.memory_limit_bytes;
+  o.eval_iterations = iterations;
+  const auto t0 = std::chrono::steady_clock::now();
+  const planner::PlanResult r = planner::make_plan(p, n, o);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  *evaluated = 0;
+  for (const auto& c : r.candidates) *evaluated += c.evaluated;
+  return wall;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace po = boost::program_options;
+  po::options_description opts("plan_bench: planner wall time on a 32-stage pipeline\nOptions");
+  opts.add_options()("help,h", "show this help")(
+      "trace-points", po::value<int>()->default_value(100000), "points of the trace in the second run")(
+      "eval-iterations", po::value<int>()->default_value(10), "evaluated iterations in the second run");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+  } catch (const po::error& e) {
+    fmt::print(stderr, "plan_bench: {}\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::ostringstream s;
+    s << opts;
+    fmt::print("{}\n", s.str());
+    return 0;
+  }
+  const int S = 32, B = 2048;
+  const sim::Pipeline p = make_pipeline(S, B);
+  std::size_t evaluated = 0;
+
+  const sim::Network constant = sim::Network::uniform(S, 10.0e9, 10.0e-6);
+  const double t1 = run(p, constant, 1, &evaluated);
+  fmt::print("constant network        S={} B={} sizes 1..64: {:.3f} s wall, {} candidates simulated\n", S, B, t1,
+             evaluated);
+
+  std::mt19937_64 rng(7);
+  const int points = vm["trace-points"].as<int>();
+  std::vector<double> t(points), v(points);
+  for (int i = 0; i < points; ++i) {
+    t[i] = i * 0.01;
+    v[i] = (rng() % 4 == 0) ? 1.0e9 * (0.5 + uniform01(rng)) : 1.0e10 * (0.5 + 0.5 * uniform01(rng));
+  }
+  sim::Network traced = constant;
+  const sim::RateTrace trace = sim::RateTrace::piecewise(std::move(t), std::move(v), points * 0.01);
+  for (auto* dir : {&traced.forward, &traced.backward})
+    for (auto& ch : *dir) ch.rate = trace;
+  const int iters = vm["eval-iterations"].as<int>();
+  const double t2 = run(p, traced, iters, &evaluated);
+  fmt::print("{}-point trace, {} iterations: {:.3f} s wall, {} candidates simulated\n", points, iters, t2,
+             evaluated);
+  return 0;
+}
