@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <openssl/evp.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "planner.h"
 #include "sim.h"
@@ -85,19 +86,11 @@ int cmd_plan(int argc, char** argv) {
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the plan JSON to FILE")
     ("json", po::bool_switch(), "print the plan JSON on stdout instead of the table");
   // clang-format on
-  po::variables_map vm;
-  po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << opts << '\n';
-    return 0;
-  }
-  auto required = [&](const char* name) {
-    if (!vm.count(name)) throw InputError(fmt::format("--{}: missing (see adagrouper plan --help)", name));
-    return vm[name].as<std::string>();
-  };
-  const std::string pipeline_path = required("pipeline");
-  const std::string network_path = required("network");
+  const auto parsed = parse_options(argc, argv, opts);
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
+  const std::string pipeline_path = required(vm, "pipeline", "plan");
+  const std::string network_path = required(vm, "network", "plan");
   const sim::Pipeline pipeline = sim::load_pipeline(pipeline_path);
   const sim::Network network = sim::load_network(network_path, pipeline.num_stages());
 

@@ -7,6 +7,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "sim.h"
 
@@ -72,22 +73,12 @@ int cmd_simulate(int argc, char** argv) {
     ("timeline", po::value<std::string>()->value_name("FILE"),
        "write a Chrome trace / Perfetto JSON timeline to FILE (open it in ui.perfetto.dev)");
   // clang-format on
-  po::variables_map vm;
-  po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << opts << '\n';
-    return 0;
-  }
-  auto required = [&](const char* name) {
-    if (!vm.count(name)) throw InputError(fmt::format("--{}: missing (see adagrouper simulate --help)", name));
-    return vm[name].as<std::string>();
-  };
-  const std::string pipeline_path = required("pipeline");
-  const std::string network_path = required("network");
-  if (!vm.count("micro-batch-size"))
-    throw InputError("--micro-batch-size: missing (see adagrouper simulate --help)");
-  const int b = vm["micro-batch-size"].as<int>();
+  const auto parsed = parse_options(argc, argv, opts);
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
+  const std::string pipeline_path = required(vm, "pipeline", "simulate");
+  const std::string network_path = required(vm, "network", "simulate");
+  const int b = required<int>(vm, "micro-batch-size", "simulate");
   const int iterations = vm["iterations"].as<int>();
   if (iterations < 1) throw InputError(fmt::format("--iterations: must be >= 1, got {}", iterations));
 
@@ -107,7 +98,7 @@ int cmd_simulate(int argc, char** argv) {
     if (k) throw InputError("--k: a custom order (--schedule-file) takes no group size");
     schedule = load_schedule_file(schedule_source, pipeline.num_stages(), M);
   } else {
-    const std::string name = required("schedule");
+    const std::string name = required(vm, "schedule", "simulate");
     if (name == "custom") throw InputError("--schedule: custom needs --schedule-file FILE");
     schedule = make_named(name, pipeline.num_stages(), M, k);
   }

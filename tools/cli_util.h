@@ -1,0 +1,38 @@
+// What every adagrouper subcommand does with its options: parse them, print --help,
+// and fetch required ones with an error that names the option.
+#pragma once
+
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "error.h"
+
+namespace adagrouper::cli {
+
+// Parses the options; prints the help and returns nullopt when --help was given.
+inline std::optional<boost::program_options::variables_map> parse_options(
+    int argc, char** argv, const boost::program_options::options_description& opts) {
+  namespace po = boost::program_options;
+  po::variables_map vm;
+  po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << opts << '\n';
+    return std::nullopt;
+  }
+  return vm;
+}
+
+// The value of a required option, or an InputError "--NAME: missing (see adagrouper
+// COMMAND --help)".
+template <typename T = std::string>
+T required(const boost::program_options::variables_map& vm, const char* name, const char* command) {
+  if (!vm.count(name)) throw InputError(fmt::format("--{}: missing (see adagrouper {} --help)", name, command));
+  return vm[name].as<T>();
+}
+
+}  // namespace adagrouper::cli
