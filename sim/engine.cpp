@@ -83,6 +83,9 @@ class Engine {
  public:
   Engine(const Scenario& sc, const SimOptions& opt)
       : sc_(sc), prog_(build_program(sc)), S_(sc.num_stages()), record_(opt.timeline) {
+    if (static_cast<std::uint64_t>(3) * S_ >= EventList::kMaxTargets)
+      throw InputError(fmt::format("the pipeline has {} stages; the engine supports fewer than {}", S_,
+                                   EventList::kMaxTargets / 3));
     stages_.resize(S_);
     for (int s = 0; s < S_; ++s) {
       auto& st = stages_[s];

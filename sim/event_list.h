@@ -13,6 +13,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 namespace adagrouper::sim {
@@ -34,6 +35,7 @@ class EventList {
   // time >= 0 and target < kMaxTargets.
   void push(double time, std::uint32_t target) {
     const auto bits = std::bit_cast<std::uint64_t>(time + 0.0);  // + 0.0 turns -0.0 into 0.0
+    if (next_seq_ == kMaxSeq) throw std::length_error("EventList: more than 2^40 events in one run");
     const Key key = (static_cast<Key>(bits) << 64) | (next_seq_++ << kTargetBits) | target;
     heap_.push_back(key);
     sift_up(heap_.size() - 1, key);
@@ -85,6 +87,7 @@ class EventList {
   }
 
   std::vector<Key> heap_;
+  static constexpr std::uint64_t kMaxSeq = std::uint64_t{1} << (64 - kTargetBits);
   std::uint64_t next_seq_ = 0;  // 40 bits: a trillion events per run
 };
 
