@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string_view>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -77,6 +76,19 @@ void evaluate(const Context& cx, Candidate& c) {
   c.throughput_samples_per_s = r.throughput_samples_per_s();
   c.simulated_memory.clear();
   for (const auto& st : r.stages) c.simulated_memory.push_back(st.peak_memory_bytes);
+}
+
+// Times within a relative 1e-9 are a tie: two schedules that differ only by rounding in
+// the last bits (summing the same durations in another order) are equally fast, and
+// the tie-breakers (less memory, then smaller k) should decide.
+bool same_time(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)); }
+
+// Selection order: faster, then less peak model memory, then smaller k.
+bool better(const Candidate& a, const Candidate& b) {
+  if (!same_time(a.predicted_iteration_time_s, b.predicted_iteration_time_s))
+    return a.predicted_iteration_time_s < b.predicted_iteration_time_s;
+  if (a.peak_model_memory() != b.peak_model_memory()) return a.peak_model_memory() < b.peak_model_memory();
+  return a.k < b.k;
 }
 
 std::string bytes_text(double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0)); }
@@ -185,11 +197,7 @@ PlanResult make_plan(const sim::Pipeline& pipeline_in, const sim::Network& netwo
       chosen = i;
       continue;
     }
-    const Candidate& best = cands[*chosen];
-    auto key = [](const Candidate& x) {
-      return std::tuple(x.predicted_iteration_time_s, x.peak_model_memory(), x.k);
-    };
-    if (key(c) < key(best)) chosen = i;
+    if (better(c, cands[*chosen])) chosen = i;
   }
   if (!chosen) {
     // Nothing fits: report the smallest need.
@@ -197,9 +205,10 @@ PlanResult make_plan(const sim::Pipeline& pipeline_in, const sim::Network& netwo
       return a.peak_model_memory() < b.peak_model_memory();
     });
     throw InputError(fmt::format(
-        "{}: memory_limit_bytes: no schedule fits {} per stage; the smallest need is {} ({} bytes) on stage {} "
-        "({}{}, b = {})",
-        pipeline_in.source, bytes_text(options.memory_limit_bytes), bytes_text(it->peak_model_memory()),
+        "{}: memory_limit_bytes: no schedule fits the limit of {} bytes ({}) per stage; the smallest need is {} "
+        "({} bytes) on stage {} ({}{}, b = {})",
+        pipeline_in.source, options.memory_limit_bytes, bytes_text(options.memory_limit_bytes),
+        bytes_text(it->peak_model_memory()),
         it->peak_model_memory(), it->peak_stage(), it->schedule,
         it->schedule == "kfkb" ? fmt::format(" k = {}", it->k) : std::string(), it->micro_batch_size));
   }
@@ -216,7 +225,8 @@ PlanResult make_plan(const sim::Pipeline& pipeline_in, const sim::Network& netwo
       c.reason = fmt::format("feasible, {:.4g} s per iteration vs {:.4g} s ({:+.1f}%)", c.predicted_iteration_time_s,
                              win.predicted_iteration_time_s,
                              100.0 * (c.predicted_iteration_time_s / win.predicted_iteration_time_s - 1.0));
-      if (c.predicted_iteration_time_s == win.predicted_iteration_time_s) c.reason += ", tie broken by memory then k";
+      if (same_time(c.predicted_iteration_time_s, win.predicted_iteration_time_s))
+        c.reason += ", a tie broken by memory, then k";
     }
   }
   res.chosen_schedule = schedule_for(win.schedule, pipeline_in.num_stages(), win.micro_batches, win.k);

@@ -1,0 +1,188 @@
+// Shared helpers of the planner_test suite: seeded randomness drawn by hand, pipelines
+// with several profile sizes, random networks, and a runner for build/adagrouper.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner.h"
+#include "sim.h"
+
+namespace plantest {
+
+namespace fs = std::filesystem;
+namespace sim = adagrouper::sim;
+namespace planner = adagrouper::planner;
+using adagrouper::InputError;
+
+inline const std::string kBin = ADAGROUPER_BIN;
+inline const fs::path kRoot = SOURCE_ROOT;
+
+// Seeded randomness without std distributions (their output is implementation-defined).
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : g_(seed) {}
+  double uniform() { return static_cast<double>(g_() >> 11) * 0x1.0p-53; }  // [0, 1)
+  std::uint64_t below(std::uint64_t n) { return g_() % n; }                 // [0, n)
+  int range(int lo, int hi) { return lo + static_cast<int>(below(static_cast<std::uint64_t>(hi - lo + 1))); }
+  bool chance(double p) { return uniform() < p; }
+  // A multiple of 1/denominator in [lo_units, hi_units] / denominator (exact for powers of 2).
+  double dyadic(int lo_units, int hi_units, double denominator) { return range(lo_units, hi_units) / denominator; }
+
+ private:
+  std::mt19937_64 g_;
+};
+
+// A bandwidth or speed trace: constant, or piecewise (zero segments allowed) with an
+// optional repeat; never zero forever.
+inline sim::RateTrace random_trace(Rng& rng, int lo_units, int hi_units, double denom) {
+  if (rng.chance(0.3)) return sim::RateTrace::constant(rng.dyadic(lo_units, hi_units, denom));
+  const int n = rng.range(1, 5);
+  std::vector<double> times{0.0}, values;
+  for (int i = 1; i < n; ++i) times.push_back(times.back() + rng.dyadic(1, 12, 4));
+  for (int i = 0; i < n; ++i) values.push_back(rng.chance(0.3) ? 0.0 : rng.dyadic(lo_units, hi_units, denom));
+  double repeat = 0;
+  if (rng.chance(0.6)) repeat = times.back() + rng.dyadic(1, 8, 4);
+  if (repeat == 0 && values.back() == 0) values.back() = rng.dyadic(lo_units, hi_units, denom);
+  if (repeat > 0 && std::all_of(values.begin(), values.end(), [](double v) { return v == 0; }))
+    values[0] = rng.dyadic(lo_units, hi_units, denom);
+  return sim::RateTrace::piecewise(times, values, repeat);
+}
+
+// One profile entry of a generated pipeline.
+struct Entry {
+  int b;
+  double fwd, bwd, act, out, gout;
+};
+
+// A pipeline from per-stage profiles (entries sorted by b) and static bytes.
+inline sim::Pipeline make_pipeline(const std::vector<std::vector<Entry>>& profiles, const std::vector<double>& statics,
+                                   int global_batch, double memory_limit, const std::string& name = "gen") {
+  sim::Pipeline p;
+  p.name = name;
+  p.source = name + ".json";
+  p.global_batch_size = global_batch;
+  p.memory_limit_bytes = memory_limit;
+  for (std::size_t s = 0; s < profiles.size(); ++s) {
+    sim::StageSpec spec;
+    spec.static_bytes = statics[s];
+    for (const Entry& e : profiles[s]) {
+      sim::ProfilePoint pt;
+      pt.micro_batch_size = e.b;
+      pt.forward_s = e.fwd;
+      pt.backward_s = e.bwd;
+      pt.activation_bytes = e.act;
+      pt.output_bytes = e.out;
+      pt.grad_output_bytes = e.gout;
+      spec.profile.push_back(pt);
+    }
+    p.stages.push_back(spec);
+  }
+  return p;
+}
+
+// A random pipeline with several measured sizes: costs grow with b (durations
+// sub-linearly, bytes linearly).
+inline sim::Pipeline random_pipeline(Rng& rng, int S, const std::vector<int>& sizes, int global_batch,
+                                     double memory_limit) {
+  std::vector<std::vector<Entry>> profiles(S);
+  std::vector<double> statics(S);
+  for (int s = 0; s < S; ++s) {
+    statics[s] = rng.dyadic(0, 64, 1) * 1e8;
+    const double f1 = rng.dyadic(1, 16, 8), b1 = rng.dyadic(1, 32, 8);
+    const double a1 = rng.dyadic(1, 16, 1) * 1e8, o1 = rng.dyadic(0, 16, 1) * 1e7;
+    for (int b : sizes) {
+      const double scale = 0.5 + 0.5 * b;  // fixed overhead + per-sample cost
+      profiles[s].push_back({b, f1 * scale, b1 * scale, a1 * b, o1 * b, o1 * b});
+    }
+  }
+  return make_pipeline(profiles, statics, global_batch, memory_limit);
+}
+
+// Network with every channel at `rate`, and the given traces replacing some of them.
+inline sim::Network constant_network(int S, std::optional<double> rate, double latency = 0.0) {
+  return sim::Network::uniform(S, rate, latency);
+}
+
+// Schedule of a candidate (the planner's naming).
+inline sim::Schedule schedule_of(const std::string& name, int S, int M, int k) {
+  return sim::make_named(name, S, M, name == "kfkb" ? std::optional<int>(k) : std::nullopt);
+}
+
+// ---- command line ----------------------------------------------------------------
+
+struct Outcome {
+  int rc;
+  std::string out, err;
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Output of a shell command (stdout only).
+inline std::string shell(const std::string& cmd) {
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  if (!p) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// A fresh directory under the system temporary directory, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    std::random_device rd;
+    path_ = fs::temp_directory_path() / ("adagrouper_planner_test_" + std::to_string(::getpid()) + "_" +
+                                         std::to_string(counter++) + "_" + std::to_string(rd()));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Runs `adagrouper ARGS` from the source root; stderr goes to a file in `dir`.
+inline Outcome run_cli(const std::string& args, const fs::path& dir) {
+  const fs::path err = dir / "stderr.txt";
+  const std::string cmd = "cd '" + kRoot.string() + "' && '" + kBin + "' " + args + " 2>'" + err.string() + "'";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, slurp(err)};
+}
+
+}  // namespace plantest

@@ -1,0 +1,345 @@
+// `adagrouper plan` end to end on the shipped configs: the SPEC example's choices, the
+// infeasible-limit error, stable JSON with the SPEC section 6 fields, help and bad
+// command lines, and predictions equal to `adagrouper simulate`.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "helpers.h"
+
+namespace plantest {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+const std::string kToyPipe = "configs/examples/toy-4.json";
+const std::string kGpt = "configs/pipelines/gpt-8stage-v100.json";
+const std::string kUnet = "configs/pipelines/unet-4stage-v100.json";
+const std::string kPreempted = "configs/networks/preempted-25g.json";
+
+class PlanCli : public ::testing::Test {
+ public:
+  Outcome run(const std::string& args) { return run_cli(args, tmp_.path()); }
+
+  // Runs plan --json and parses stdout.
+  json plan_json(const std::string& args) {
+    const Outcome r = run("plan " + args + " --json");
+    EXPECT_EQ(r.rc, 0) << args << "\n" << r.err;
+    EXPECT_EQ(r.err, "");
+    try {
+      return json::parse(r.out);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not JSON: " << e.what() << "\n" << r.out;
+      return json::object();
+    }
+  }
+
+  // A bad-input run: exit 2, one line on stderr containing every piece, no output file.
+  std::string expect_bad(const std::string& args, const std::vector<std::string>& pieces) {
+    const fs::path out = tmp_.path() / "plan.json";
+    const Outcome r = run(args + " --output '" + out.string() + "'");
+    EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+    for (const auto& p : pieces) EXPECT_THAT(r.err, HasSubstr(p)) << args;
+    EXPECT_FALSE(fs::exists(out)) << args;
+    for (const auto& e : fs::directory_iterator(tmp_.path()))
+      EXPECT_EQ(e.path().filename().string().find("plan.json"), std::string::npos) << "left behind: " << e.path();
+    return r.err;
+  }
+
+  TempDir tmp_;
+};
+
+std::set<std::string> candidate_schedules(const json& doc) {
+  std::set<std::string> out;
+  for (const auto& c : doc.at("candidates")) out.insert(c.at("schedule").get<std::string>());
+  return out;
+}
+
+// --- SPEC example -------------------------------------------------------------------
+
+TEST_F(PlanCli, SpecExampleWithHalfSecondMessagesPicksGroupingOverOneFOneB) {
+  const json doc = plan_json("--pipeline " + kToyPipe + " --network configs/examples/toy-net-0.5s.json");
+  const json& ch = doc.at("chosen");
+  const std::string s = ch.at("schedule");
+  EXPECT_TRUE((s == "kfkb" && ch.at("k").get<int>() >= 2) || s == "dapple-b") << ch.dump();
+  EXPECT_NE(s, "1f1b");
+  EXPECT_EQ(ch.at("predicted_iteration_time_s").get<double>(), 36.0);
+  EXPECT_DOUBLE_EQ(ch.at("speedup_over_1f1b").get<double>(), 41.0 / 36.0);
+}
+
+TEST_F(PlanCli, SpecExampleWithFreeCommunicationPicksOneFOneB) {
+  const json doc = plan_json("--pipeline " + kToyPipe + " --network configs/examples/toy-net-free.json");
+  EXPECT_EQ(doc.at("chosen").at("schedule"), "1f1b") << doc.at("chosen").dump();
+  EXPECT_EQ(doc.at("chosen").at("predicted_iteration_time_s").get<double>(), 33.0);
+  EXPECT_DOUBLE_EQ(doc.at("chosen").at("speedup_over_1f1b").get<double>(), 1.0);
+}
+
+TEST_F(PlanCli, BaselinesAlwaysAppear) {
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {kToyPipe, "configs/examples/toy-net-0.5s.json"}, {kToyPipe, "configs/examples/toy-net-free.json"},
+      {kToyPipe, "configs/examples/toy-net-2s.json"},   {kGpt, "configs/networks/eth-25g.json"},
+      {kGpt, kPreempted},                               {kGpt, "configs/networks/roce-100g.json"},
+      {kUnet, "configs/networks/eth-25g.json"},         {kUnet, kPreempted}};
+  for (const auto& [pipe, net] : runs) {
+    const json doc = plan_json("--pipeline " + pipe + " --network " + net);
+    const auto names = candidate_schedules(doc);
+    for (const char* b : {"1f1b", "dapple-b", "gpipe"}) EXPECT_TRUE(names.count(b)) << pipe << " " << net << ": " << b;
+    int chosen = 0;
+    for (const auto& c : doc.at("candidates")) chosen += c.at("status") == "chosen";
+    EXPECT_EQ(chosen, 1) << pipe << " " << net;
+  }
+  // Also when the limit leaves gpipe (and more) infeasible.
+  const json doc = plan_json("--pipeline " + kGpt + " --network " + kPreempted + " --memory-limit 2e10");
+  const auto names = candidate_schedules(doc);
+  for (const char* b : {"1f1b", "dapple-b", "gpipe"}) EXPECT_TRUE(names.count(b)) << b;
+}
+
+TEST_F(PlanCli, HumanTableMarksTheChosenPlan) {
+  const Outcome r = run("plan --pipeline " + kToyPipe + " --network configs/examples/toy-net-free.json");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("* 1f1b"));
+  EXPECT_THAT(r.out, HasSubstr("chosen"));
+  EXPECT_THAT(r.out, HasSubstr("gpipe"));
+  EXPECT_THAT(r.out, HasSubstr("dapple-b"));
+}
+
+// --- infeasible memory limit --------------------------------------------------------
+
+TEST_F(PlanCli, InfeasibleMemoryLimit) {
+  const std::string err =
+      expect_bad("plan --pipeline " + kGpt + " --network " + kPreempted + " --memory-limit 1000",
+                 {"adagrouper plan", kGpt, "memory_limit_bytes", "smallest", "stage"});
+  // The smallest memory any plan needs, and where: computed with the library.
+  const sim::Pipeline p = sim::load_pipeline(kRoot / kGpt);
+  const sim::Network net = sim::load_network(kRoot / kPreempted, p.num_stages());
+  double least = 1e300;
+  int stage = -1;
+  for (int b = p.min_micro_batch_size(); b <= p.max_micro_batch_size(); ++b) {
+    if (p.global_batch_size % b) continue;
+    const int M = p.global_batch_size / b;
+    std::vector<sim::Schedule> all = {sim::make_named("1f1b", 8, M, std::nullopt),
+                                      sim::make_named("dapple-b", 8, M, std::nullopt),
+                                      sim::make_named("gpipe", 8, M, std::nullopt)};
+    for (int k = 1; k <= M; ++k) all.push_back(sim::make_kfkb(8, M, k));
+    for (const auto& sch : all) {
+      const auto m = planner::memory_model(p.at(b), sch, net);
+      const auto it = std::max_element(m.begin(), m.end());
+      if (*it < least) least = *it, stage = static_cast<int>(it - m.begin());
+    }
+  }
+  EXPECT_THAT(err, HasSubstr(fmt::format("{}", least))) << "smallest need " << least;
+  EXPECT_THAT(err, HasSubstr(fmt::format("stage {}", stage)));
+  // Also on stdout-only runs: nothing printed on stdout.
+  const Outcome r = run("plan --pipeline " + kToyPipe + " --network configs/examples/toy-net-free.json --memory-limit 1000 --json");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr(kToyPipe));
+}
+
+// --- JSON output ------------------------------------------------------------------------
+
+std::string sha256sum(const fs::path& p) {
+  const std::string out = shell("sha256sum '" + p.string() + "'");
+  return out.substr(0, 64);
+}
+
+void check_plan_document(const json& doc, const std::string& pipe, const std::string& net, int S) {
+  SCOPED_TRACE(pipe + " " + net);
+  EXPECT_EQ(doc.at("schema"), "adagrouper.plan/1");
+  EXPECT_TRUE(doc.at("global_batch_size").is_number_integer());
+  EXPECT_TRUE(doc.at("memory_limit_bytes").is_number());
+
+  // Inputs: paths and sha256 of both files.
+  std::map<std::string, std::string> sha;
+  for (const auto& in : doc.at("inputs")) {
+    const std::string h = in.at("sha256");
+    EXPECT_EQ(h.size(), 64u);
+    EXPECT_TRUE(std::all_of(h.begin(), h.end(), [](char c) { return std::isxdigit(c) && !std::isupper(c); })) << h;
+    sha[in.at("path").get<std::string>()] = h;
+    EXPECT_TRUE(in.contains("role"));
+  }
+  ASSERT_TRUE(sha.count(pipe)) << doc.at("inputs").dump();
+  ASSERT_TRUE(sha.count(net)) << doc.at("inputs").dump();
+  EXPECT_EQ(sha[pipe], sha256sum(kRoot / pipe));
+  EXPECT_EQ(sha[net], sha256sum(kRoot / net));
+
+  // chosen: the fields of SPEC section 6.
+  const json& ch = doc.at("chosen");
+  for (const char* f : {"schedule", "k", "micro_batch_size", "micro_batches", "predicted_iteration_time_s",
+                        "peak_memory_bytes", "speedup_over_1f1b"})
+    EXPECT_TRUE(ch.contains(f)) << f;
+  EXPECT_EQ(ch.at("peak_memory_bytes").size(), static_cast<std::size_t>(S));
+  EXPECT_EQ(ch.at("micro_batch_size").get<int>() * ch.at("micro_batches").get<int>(),
+            doc.at("global_batch_size").get<int>());
+  for (const auto& m : ch.at("peak_memory_bytes"))
+    EXPECT_LE(m.get<double>(), doc.at("memory_limit_bytes").get<double>());
+
+  // candidates: the fields, statuses, exactly one chosen equal to `chosen`.
+  int chosen = 0;
+  const std::set<std::string> statuses = {"chosen", "lost", "pruned", "infeasible"};
+  for (const auto& c : doc.at("candidates")) {
+    for (const char* f : {"schedule", "k", "micro_batch_size", "micro_batches", "predicted_iteration_time_s",
+                          "peak_memory_bytes", "status", "reason"})
+      EXPECT_TRUE(c.contains(f)) << f << " in " << c.dump();
+    EXPECT_TRUE(statuses.count(c.at("status").get<std::string>())) << c.dump();
+    EXPECT_EQ(c.at("peak_memory_bytes").size(), static_cast<std::size_t>(S));
+    if (c.at("status") == "chosen") {
+      ++chosen;
+      for (const char* f : {"schedule", "k", "micro_batch_size", "micro_batches", "predicted_iteration_time_s",
+                            "peak_memory_bytes"})
+        EXPECT_EQ(c.at(f), ch.at(f)) << f;
+    }
+  }
+  EXPECT_EQ(chosen, 1);
+
+  // devices: one program per stage; p2p ops with their stream and fields; every
+  // communicator id names exactly one (from, to) pair and direction, and vice versa.
+  ASSERT_EQ(doc.at("devices").size(), static_cast<std::size_t>(S));
+  std::map<int, std::tuple<int, int>> comm;          // id -> (from, to)
+  std::map<std::tuple<int, int>, std::set<int>> ids;  // (from, to) -> ids
+  std::map<int, std::pair<int, int>> counts;         // id -> (sends, recvs)
+  const int M = ch.at("micro_batches");
+  for (std::size_t d = 0; d < doc.at("devices").size(); ++d) {
+    const json& dev = doc.at("devices")[d];
+    EXPECT_EQ(dev.at("stage").get<int>(), static_cast<int>(d));
+    int compute = 0;
+    for (const auto& op : dev.at("program")) {
+      const std::string kind = op.at("op");
+      EXPECT_TRUE(op.contains("micro_batch")) << op.dump();
+      if (kind == "forward" || kind == "backward") {
+        ++compute;
+        continue;
+      }
+      ASSERT_TRUE(kind == "send" || kind == "recv") << op.dump();
+      EXPECT_EQ(op.at("stream"), kind) << op.dump();
+      for (const char* f : {"peer", "bytes", "tag", "communicator"}) EXPECT_TRUE(op.contains(f)) << f << op.dump();
+      const int peer = op.at("peer"), id = op.at("communicator");
+      EXPECT_EQ(std::abs(peer - static_cast<int>(d)), 1) << op.dump();
+      const auto pair = kind == "send" ? std::tuple(static_cast<int>(d), peer) : std::tuple(peer, static_cast<int>(d));
+      const auto [it, fresh] = comm.emplace(id, pair);
+      EXPECT_EQ(it->second, pair) << "communicator " << id << " used for two pairs/directions";
+      ids[pair].insert(id);
+      (kind == "send" ? counts[id].first : counts[id].second)++;
+    }
+    EXPECT_EQ(compute, 2 * M);
+  }
+  for (const auto& [pair, set] : ids)
+    EXPECT_EQ(set.size(), 1u) << "pair " << std::get<0>(pair) << "->" << std::get<1>(pair) << " uses several ids";
+  for (const auto& [id, c] : counts) {
+    EXPECT_EQ(c.first, c.second) << "communicator " << id;
+    EXPECT_EQ(c.first, M) << "communicator " << id;
+  }
+  EXPECT_EQ(comm.size(), static_cast<std::size_t>(2 * (S - 1)));
+}
+
+TEST_F(PlanCli, JsonIsStableAndComplete) {
+  const std::vector<std::tuple<std::string, std::string, std::string, int>> runs = {
+      {kGpt, kPreempted, " --eval-iterations 3", 8},
+      {kToyPipe, "configs/examples/toy-net-0.5s.json", "", 4},
+      {kUnet, "configs/networks/eth-25g.json", "", 4}};
+  for (const auto& [pipe, net, extra, S] : runs) {
+    const std::string args = "plan --pipeline " + pipe + " --network " + net + extra + " --json --output ";
+    const fs::path o1 = tmp_.path() / "a.json", o2 = tmp_.path() / "b.json";
+    const Outcome r1 = run(args + "'" + o1.string() + "'");
+    const Outcome r2 = run(args + "'" + o2.string() + "'");
+    ASSERT_EQ(r1.rc, 0) << r1.err;
+    ASSERT_EQ(r2.rc, 0) << r2.err;
+    EXPECT_EQ(r1.out, r2.out) << "stdout differs between runs";
+    const std::string f1 = slurp(o1), f2 = slurp(o2);
+    EXPECT_FALSE(f1.empty());
+    EXPECT_EQ(f1, f2) << "--output differs between runs";
+    const json doc = json::parse(f1);
+    EXPECT_EQ(doc, json::parse(r1.out));
+    check_plan_document(doc, pipe, net, S);
+  }
+}
+
+// --- help and bad command lines --------------------------------------------------------
+
+TEST_F(PlanCli, HelpMentionsEveryOption) {
+  const Outcome r = run("plan --help");
+  EXPECT_EQ(r.rc, 0);
+  for (const char* s : {"--pipeline", "--network", "--memory-limit", "--global-batch-size", "--eval-iterations",
+                        "--eval-start", "--output", "--json", "--help", "adagrouper.plan/1", "1f1b", "dapple-b",
+                        "gpipe", "kFkB"})
+    EXPECT_THAT(r.out, HasSubstr(s)) << s;
+  EXPECT_EQ(run("plan -h").rc, 0);
+}
+
+TEST_F(PlanCli, BadCommandLines) {
+  const std::string p = "--pipeline " + kGpt, n = "--network " + kPreempted;
+  expect_bad("plan " + n, {"--pipeline"});
+  expect_bad("plan " + p, {"--network"});
+  expect_bad("plan " + p + " " + n + " --eval-iterations 0", {"--eval-iterations"});
+  expect_bad("plan " + p + " " + n + " --eval-start -1", {"--eval-start"});
+  expect_bad("plan " + p + " " + n + " --memory-limit -5", {"--memory-limit"});
+  expect_bad("plan " + p + " " + n + " --memory-limit 0", {"--memory-limit"});
+  expect_bad("plan " + p + " " + n + " --memory-limit abc", {"--memory-limit"});
+  expect_bad("plan " + p + " " + n + " --eval-iterations x", {"--eval-iterations"});
+  expect_bad("plan " + p + " " + n + " --global-batch-size 0", {"--global-batch-size"});
+  expect_bad("plan " + p + " " + n + " --frobnicate", {"--frobnicate"});
+  expect_bad("plan --pipeline configs/nope.json " + n, {"configs/nope.json"});
+  expect_bad("plan " + p + " --network configs/nope-net.json", {"configs/nope-net.json"});
+}
+
+// --- predictions equal `adagrouper simulate` ------------------------------------------------
+
+void expect_predictions_equal_simulate(PlanCli& cli, const json& doc, const std::string& pipe,
+                                       const std::string& net, int iterations, double start) {
+  int evaluated = 0;
+  for (const auto& c : doc.at("candidates")) {
+    if (c.at("predicted_iteration_time_s").is_null()) continue;
+    ++evaluated;
+    const std::string name = c.at("schedule");
+    std::string args = fmt::format("simulate --pipeline {} --network {} --schedule {} --micro-batch-size {} -n {} "
+                                   "--start-time {} --json",
+                                   pipe, net, name, c.at("micro_batch_size").get<int>(), iterations, start);
+    if (name == "kfkb") args += fmt::format(" --k {}", c.at("k").get<int>());
+    const Outcome r = cli.run(args);
+    ASSERT_EQ(r.rc, 0) << args << "\n" << r.err;
+    const json s = json::parse(r.out);
+    EXPECT_EQ(s.at("iterations").get<int>(), iterations);
+    EXPECT_EQ(s.at("mean_iteration_time_s").get<double>(), c.at("predicted_iteration_time_s").get<double>())
+        << args;
+    if (c.at("status") == "chosen") {
+      EXPECT_EQ(s.at("mean_iteration_time_s").get<double>(),
+                doc.at("chosen").at("predicted_iteration_time_s").get<double>());
+    }
+  }
+  EXPECT_GE(evaluated, 3);
+}
+
+TEST_F(PlanCli, GptOnPreemptedNetworkMatchesSimulate) {
+  const json doc = plan_json("--pipeline " + kGpt + " --network " + kPreempted + " --eval-iterations 3");
+  ASSERT_TRUE(doc.contains("chosen"));
+  const json& ch = doc.at("chosen");
+  // The chosen plan with `simulate` directly (the brief's check), then every candidate.
+  std::string args = fmt::format("simulate --pipeline {} --network {} --schedule {} --micro-batch-size {} -n 3 --json",
+                                 kGpt, kPreempted, ch.at("schedule").get<std::string>(),
+                                 ch.at("micro_batch_size").get<int>());
+  if (ch.at("schedule") == "kfkb") args += fmt::format(" --k {}", ch.at("k").get<int>());
+  const Outcome r = run(args);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("mean_iteration_time_s").get<double>(),
+            ch.at("predicted_iteration_time_s").get<double>());
+  expect_predictions_equal_simulate(*this, doc, kGpt, kPreempted, 3, 0);
+}
+
+TEST_F(PlanCli, EvalStartMatchesSimulateStartTime) {
+  const json doc =
+      plan_json("--pipeline " + kUnet + " --network " + kPreempted + " --eval-iterations 2 --eval-start 7.5");
+  expect_predictions_equal_simulate(*this, doc, kUnet, kPreempted, 2, 7.5);
+}
+
+}  // namespace
+}  // namespace plantest
