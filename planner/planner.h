@@ -21,7 +21,8 @@ namespace adagrouper::planner {
 // static + act x micro-batches in flight + messages that can be waiting in the
 // receive buffers, evaluated jointly op by op. Never below what the simulator
 // measures on any network (a message can only be waiting if its producer does not
-// depend on the receiver's current op); equal to it in many fast-network cases.
+// depend on the receiver's current op). The activation part is exact; the buffer part
+// allows what a delayed receiver could accumulate (docs/model.md section 11).
 std::vector<double> memory_model(const std::vector<sim::StageParams>& stages, const sim::Schedule& schedule,
                                  const sim::Network& network);
 
