@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -31,6 +32,29 @@ Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule sched
   sc.network = std::move(network);
   sc.schedule = std::move(schedule);
   return sc;
+}
+
+void set_op_timings(Scenario& sc, std::vector<OpTiming> timings, const std::string& source) {
+  const int S = sc.num_stages(), M = sc.micro_batches();
+  auto where = [&](const OpTiming& t) { return t.line > 0 ? fmt::format("{}:{}", source, t.line) : source; };
+  for (const OpTiming& t : timings) {
+    if (t.iteration < 0) throw InputError(fmt::format("{}: iteration {} is negative", where(t), t.iteration));
+    if (t.stage < 0 || t.stage >= S)
+      throw InputError(fmt::format("{}: stage {} does not exist (the pipeline has {} stages)", where(t), t.stage, S));
+    if (t.micro_batch < 0 || t.micro_batch >= M)
+      throw InputError(fmt::format("{}: micro_batch {} does not exist (M = {})", where(t), t.micro_batch, M));
+    if (!(t.duration_s >= 0) || !std::isfinite(t.duration_s))
+      throw InputError(fmt::format("{}: duration_s must be a finite number >= 0, got {}", where(t), t.duration_s));
+  }
+  auto key = [](const OpTiming& t) { return std::tuple(t.iteration, t.stage, t.micro_batch, t.phase); };
+  std::stable_sort(timings.begin(), timings.end(),
+                   [&](const OpTiming& a, const OpTiming& b) { return key(a) < key(b); });
+  for (std::size_t i = 1; i < timings.size(); ++i)
+    if (key(timings[i]) == key(timings[i - 1]))
+      throw InputError(fmt::format("{}: {} of stage {} in iteration {} is listed twice (also on line {})",
+                                   where(timings[i]), op_name({timings[i].phase, timings[i].micro_batch}),
+                                   timings[i].stage, timings[i].iteration, timings[i - 1].line));
+  sc.op_timings = std::move(timings);
 }
 
 namespace {
@@ -102,6 +126,15 @@ class Engine {
       const ChannelSpec& spec = *prog_.channels[c].spec;
       if (!spec.unlimited) channels_[c].rate = RateCursor(spec.rate);
     }
+    if (!sc.op_timings.empty()) {
+      position_.resize(S_);
+      for (int s = 0; s < S_; ++s) {
+        const auto& order = sc.schedule.stages[s];
+        position_[s].resize(order.size());
+        for (std::size_t i = 0; i < order.size(); ++i)
+          position_[s][2 * order[i].micro_batch + (order[i].phase == Phase::Backward)] = static_cast<std::uint32_t>(i);
+      }
+    }
     if (record_) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
       timeline_.transfers.reserve(prog_.producer.size() * sc.iterations);
@@ -123,7 +156,28 @@ class Engine {
   }
 
  private:
+  // Durations of this iteration's ops: the profile's, except where the stage timing
+  // trace lists the op (a dense array, filled only for iterations the trace covers).
+  void load_op_timings(int it) {
+    has_timings_ = false;
+    auto& list = sc_.op_timings;
+    while (timing_cursor_ < list.size() && list[timing_cursor_].iteration < it) ++timing_cursor_;
+    if (timing_cursor_ == list.size() || list[timing_cursor_].iteration != it) return;
+    if (op_duration_.empty()) op_duration_.resize(prog_.ops.size());
+    for (int s = 0; s < S_; ++s) {
+      const ProgramStage& ps = prog_.stages[s];
+      for (std::uint32_t i = ps.begin; i < ps.end; ++i) op_duration_[i] = prog_.ops[i].backward ? ps.bwd : ps.fwd;
+    }
+    for (; timing_cursor_ < list.size() && list[timing_cursor_].iteration == it; ++timing_cursor_) {
+      const OpTiming& t = list[timing_cursor_];
+      op_duration_[prog_.stages[t.stage].begin + position_[t.stage][2 * t.micro_batch + (t.phase == Phase::Backward)]] =
+          t.duration_s;
+    }
+    has_timings_ = true;
+  }
+
   double run_iteration(double t0) {
+    load_op_timings(iteration_);
     for (auto& st : stages_) {
       st.next = st.begin;
       st.done = 0;
@@ -176,7 +230,7 @@ class Engine {
       st.inflight.change(now, 1);
       mem_change(s, now, ps.act);
     }
-    const double duration = op.backward ? ps.bwd : ps.fwd;
+    const double duration = has_timings_ ? op_duration_[st.next] : op.backward ? ps.bwd : ps.fwd;
     double end;
     if (st.unit_speed) {
       end = now + duration;
@@ -385,6 +439,11 @@ class Engine {
   EventList events_;
   SimResult result_;
   Timeline timeline_;  // recorded only when asked for
+  // Stage timing trace: the next entry to apply, and this iteration's durations.
+  std::size_t timing_cursor_ = 0;
+  bool has_timings_ = false;
+  std::vector<double> op_duration_;
+  std::vector<std::vector<std::uint32_t>> position_;  // [stage][2m + phase]: index in the stage's order
 };
 
 }  // namespace

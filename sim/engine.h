@@ -15,6 +15,17 @@
 namespace adagrouper::sim {
 
 // Everything one simulation needs, already validated.
+// One measured op duration from a stage timing trace: the op takes `duration_s`
+// (nominal, still stretched by the stage's speed trace) instead of the profile's.
+struct OpTiming {
+  int iteration = 0;
+  int stage = 0;
+  int micro_batch = 0;
+  Phase phase = Phase::Forward;
+  double duration_s = 0;
+  int line = 0;  // where it came from, for error messages (0: not from a file)
+};
+
 struct Scenario {
   std::string pipeline_name;
   std::vector<StageParams> stages;
@@ -27,6 +38,9 @@ struct Scenario {
   // so this selects the window of the network traces the run sees.
   double start_time_s = 0.0;
   std::optional<double> memory_limit_bytes;
+  // Measured durations that replace the profile's for the ops they name (empty: none).
+  // Set with set_op_timings, which validates them.
+  std::vector<OpTiming> op_timings;
 
   int num_stages() const { return static_cast<int>(stages.size()); }
   int micro_batches() const { return global_batch_size / micro_batch_size; }
@@ -36,6 +50,11 @@ struct Scenario {
 // agree (stage counts, b divides B and lies in every profile, the order is complete).
 Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule schedule,
                        int micro_batch_size, int iterations);
+
+// Validates and installs measured op durations: stage, micro-batch and phase must exist
+// and each op of an iteration may be listed once; iterations beyond the run are
+// ignored. Errors name `source` and the entry's line.
+void set_op_timings(Scenario& scenario, std::vector<OpTiming> timings, const std::string& source);
 
 struct SimOptions {
   bool timeline = false;  // record every op, transfer and counter change
