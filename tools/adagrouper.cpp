@@ -20,6 +20,8 @@ model: docs/model.md.
 Commands:
   simulate   run one schedule on a pipeline and network, event by event; print a
              summary, write summary JSON and a Perfetto timeline
+  trace      synthesize, import, summarize and cut bandwidth / speed traces
+             (synth, import, stats, slice)
   plan       choose the fastest kFkB plan (k, micro-batch size) that fits the memory
              limit, evaluating candidates with the simulator; write the plan JSON
              with per-device programs
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (cmd == "simulate") return adagrouper::cli::cmd_simulate(argc - 1, argv + 1);
+    if (cmd == "trace") return adagrouper::cli::cmd_trace(argc - 1, argv + 1);
     if (cmd == "plan") return adagrouper::cli::cmd_plan(argc - 1, argv + 1);
     std::cerr << "adagrouper: unknown command '" << cmd << "' (try adagrouper --help)\n";
     return 2;

@@ -113,6 +113,8 @@ case "$cmd" in
     done
     echo "== plan_bench"
     build/tools/bench/plan_bench
+    echo "== trace_bench"
+    build/tools/bench/trace_bench
     ;;
   help | -h | --help)
     sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'

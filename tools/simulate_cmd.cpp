@@ -10,6 +10,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "sim.h"
+#include "traces.h"
 
 namespace adagrouper::cli {
 
@@ -83,7 +84,7 @@ int cmd_simulate(int argc, char** argv) {
   if (iterations < 1) throw InputError(fmt::format("--iterations: must be >= 1, got {}", iterations));
 
   const Pipeline pipeline = load_pipeline(pipeline_path);
-  Network network = load_network(network_path, pipeline.num_stages());
+  Network network = load_network(network_path, pipeline.num_stages(), traces::rate_resolver());
   const auto params = pipeline.at(b);  // validates b before M is used
   const int M = pipeline.global_batch_size / b;
 

@@ -1,0 +1,96 @@
+// Shared helpers of the traces_test suite.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "error.h"
+#include "traces.h"
+
+namespace tracestest {
+
+namespace fs = std::filesystem;
+namespace tr = adagrouper::traces;
+using adagrouper::InputError;
+
+// The directory of the hand-written fixtures (tests/traces/data).
+inline fs::path fixture(const std::string& name) { return fs::path(FIXTURES) / name; }
+
+// The message of the InputError `f` throws ("" and a failure when it throws nothing).
+inline std::string input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected InputError, nothing was thrown";
+  return {};
+}
+
+// A temporary directory removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            (std::string("adagrouper-traces-") + (info ? info->name() : "x") + "-" + std::to_string(::getpid()) + "-" +
+             std::to_string(counter++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  fs::path write(const std::string& name, const std::string& text) const {
+    const fs::path p = path_ / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+
+ private:
+  fs::path path_;
+};
+
+inline tr::Trace parse(const std::string& text, const std::string& source = "t.csv", tr::LoadOptions opt = {}) {
+  return tr::parse_trace(text, source, opt).trace;
+}
+
+inline tr::Trace spec(const std::string& json, const fs::path& base_dir = {}) {
+  return tr::parse_rate_spec(nlohmann::json::parse(json), "spec.json", base_dir);
+}
+
+// Points as (t, v) pairs, for readable expectations.
+inline std::vector<std::pair<double, double>> points(const tr::Trace& t) {
+  std::vector<std::pair<double, double>> out;
+  for (std::size_t i = 0; i < t.size(); ++i) out.emplace_back(t.rate.times()[i], t.rate.values()[i]);
+  return out;
+}
+
+using P = std::vector<std::pair<double, double>>;
+
+// Whether two traces are the same function, stored the same way, with the same span.
+inline void expect_same(const tr::Trace& a, const tr::Trace& b) {
+  EXPECT_EQ(a.rate.times(), b.rate.times());
+  EXPECT_EQ(a.rate.values(), b.rate.values());
+  EXPECT_EQ(a.rate.repeat_s(), b.rate.repeat_s());
+  EXPECT_EQ(a.span_s, b.span_s);
+}
+
+}  // namespace tracestest

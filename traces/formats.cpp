@@ -1,0 +1,506 @@
+#include "formats.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "detail.h"
+#include "error.h"
+#include "json_util.h"
+
+namespace adagrouper::traces {
+
+namespace {
+
+constexpr std::array<std::pair<Format, std::string_view>, 5> kFormats{{
+    {Format::csv, "csv"},
+    {Format::json, "json"},
+    {Format::iperf3, "iperf3"},
+    {Format::simgrid, "simgrid"},
+    {Format::samples, "samples"},
+}};
+
+[[noreturn]] void fail_line(const std::string& source, std::size_t line, std::string_view what) {
+  throw InputError(fmt::format("{}:{}: {}", source, line, what));
+}
+
+std::string_view trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r' || s[b] == '\f' || s[b] == '\v')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r' || s[e - 1] == '\f' || s[e - 1] == '\v'))
+    --e;
+  return s.substr(b, e - b);
+}
+
+// Lines of a text, numbered from 1, trimmed.
+class Lines {
+ public:
+  explicit Lines(std::string_view text) : text_(text) {}
+  bool next(std::string_view& line) {
+    if (pos_ >= text_.size()) return false;
+    const char* start = text_.data() + pos_;
+    const void* nl = std::memchr(start, '\n', text_.size() - pos_);
+    const std::size_t len = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - start) : text_.size() - pos_;
+    line = trim(std::string_view(start, len));
+    pos_ += len + 1;
+    ++number_;
+    return true;
+  }
+  std::size_t number() const { return number_; }
+
+ private:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  std::size_t number_ = 0;
+};
+
+// Parses a whole field as a number. Returns an error description, or "" on success.
+std::string_view to_number(std::string_view s, double& out) {
+  if (s.empty()) return "empty";
+  if (s.front() == '+') s.remove_prefix(1);
+  const char* first = s.data();
+  const char* last = s.data() + s.size();
+  const auto r = std::from_chars(first, last, out, std::chars_format::general);
+  if (r.ec == std::errc::result_out_of_range) return "out of range";
+  if (r.ec != std::errc() || r.ptr != last) return "not a number";
+  if (std::isnan(out)) return "NaN";
+  if (std::isinf(out)) return "infinite";
+  return {};
+}
+
+// Splits a CSV line on commas (no quoting: every field is a number or a header word).
+std::size_t split_commas(std::string_view line, std::array<std::string_view, 8>& fields) {
+  std::size_t n = 0;
+  for (;;) {
+    const std::size_t c = line.find(',');
+    const std::string_view f = trim(line.substr(0, c));
+    if (n < fields.size()) fields[n] = f;
+    ++n;
+    if (c == std::string_view::npos) break;
+    line.remove_prefix(c + 1);
+  }
+  return n;
+}
+
+bool is_comment(std::string_view line, bool percent_too) {
+  return !line.empty() && (line.front() == '#' || (percent_too && line.front() == '%'));
+}
+
+// ---------------------------------------------------------------------------------
+// CSV (time_s,value) and transfer samples (time_s,bytes,duration_s)
+
+Loaded parse_csv_like(std::string_view text, const std::string& source, const LoadOptions& opt, bool samples) {
+  const std::size_t columns = samples ? 3 : 2;
+  const char* const layout = samples ? "time_s,bytes,duration_s" : "time_s,value";
+  const std::array<const char*, 3> names = samples ? std::array<const char*, 3>{"time_s", "bytes", "duration_s"}
+                                                   : std::array<const char*, 3>{"time_s", "value", ""};
+  Lines lines(text);
+  std::string_view line;
+  std::array<std::string_view, 8> fields;
+  TraceBuilder b;
+  bool first_row = true, seen_content = false;
+  double origin = 0.0, prev_time = 0.0, prev_rel = 0.0, span = 0.0;
+  std::size_t prev_line = 0;
+  while (lines.next(line)) {
+    if (line.empty() || is_comment(line, false)) continue;
+    const std::size_t n = split_commas(line, fields);
+    const std::size_t ln = lines.number();
+    if (n != columns)
+      fail_line(source, ln, fmt::format("expected {} columns ({}), got {}", columns, layout, n));
+    if (!seen_content) {
+      seen_content = true;
+      double ignored = 0;
+      if (to_number(fields[0], ignored) == "not a number") continue;  // a header line
+    }
+    std::array<double, 3> v{};
+    for (std::size_t i = 0; i < columns; ++i) {
+      const std::string_view err = to_number(fields[i], v[i]);
+      if (err.empty()) continue;
+      if (err == "not a number")
+        fail_line(source, ln, fmt::format("{}: not a number: \"{}\"", names[i], fields[i]));
+      fail_line(source, ln, fmt::format("{}: {} is not allowed (\"{}\")", names[i], err, fields[i]));
+    }
+    const double t = v[0];
+    if (first_row) {
+      if (samples || opt.rebase) {
+        origin = t;
+      } else if (t != 0.0) {
+        fail_line(source, ln,
+                  fmt::format("time_s: the first time must be 0, got {} (shift the times, or import the "
+                              "file with `adagrouper trace import --rebase`)",
+                              t));
+      }
+    } else if (!(t > prev_time)) {
+      fail_line(source, ln,
+                t == prev_time ? fmt::format("time_s: {} repeats the time of line {}", t, prev_line)
+                               : fmt::format("time_s: {} goes backwards (line {} has {})", t, prev_line, prev_time));
+    }
+    double value = v[1];
+    if (samples) {
+      if (v[1] < 0) fail_line(source, ln, fmt::format("bytes: must be >= 0, got {}", v[1]));
+      const double net = v[2] - opt.latency_s;
+      if (!(net > 0))
+        fail_line(source, ln,
+                  opt.latency_s > 0
+                      ? fmt::format("duration_s: {} is not larger than the latency {} s: no effective rate", v[2],
+                                    opt.latency_s)
+                      : fmt::format("duration_s: must be > 0, got {}", v[2]));
+      value = v[1] / net;
+      if (!std::isfinite(value)) fail_line(source, ln, "the effective rate bytes / (duration_s - latency) overflows");
+    } else if (value < 0) {
+      fail_line(source, ln, fmt::format("value: must be >= 0, got {}", value));
+    }
+    const double rel = t - origin;
+    if (!first_row && !(rel > prev_rel))  // two absolute times that rebasing made equal
+      fail_line(source, ln, fmt::format("time_s: {} is too close to the previous time to be told apart", t));
+    try {
+      b.add(rel, value);
+    } catch (const std::length_error&) {
+      fail_line(source, ln, fmt::format("more than {} points", kMaxPoints));
+    }
+    prev_time = t;
+    prev_rel = rel;
+    prev_line = ln;
+    span = samples ? rel + v[2] : rel;
+    first_row = false;
+  }
+  if (first_row) throw InputError(fmt::format("{}: no data rows ({}): the trace is empty", source, layout));
+  return {b.finish(span), samples ? Format::samples : Format::csv};
+}
+
+// ---------------------------------------------------------------------------------
+// SimGrid profiles: "date value" lines, PERIODICITY / LOOPAFTER, '#' and '%' comments
+
+Loaded parse_simgrid(std::string_view text, const std::string& source, const LoadOptions& opt) {
+  Lines lines(text);
+  std::string_view line;
+  TraceBuilder b;
+  bool first = true;
+  double origin = 0.0, prev = 0.0, periodicity = -1, loop_after = -1;
+  std::size_t directive_line = 0;
+  while (lines.next(line)) {
+    if (line.empty() || is_comment(line, true)) continue;
+    const std::size_t ln = lines.number();
+    // Split on blanks.
+    std::array<std::string_view, 4> tok;
+    std::size_t n = 0;
+    std::string_view rest = line;
+    while (!rest.empty()) {
+      std::size_t e = 0;
+      while (e < rest.size() && rest[e] != ' ' && rest[e] != '\t') ++e;
+      if (n < tok.size()) tok[n] = rest.substr(0, e);
+      ++n;
+      rest = trim(rest.substr(e));
+    }
+    if (tok[0] == "PERIODICITY" || tok[0] == "LOOPAFTER") {
+      if (n != 2) fail_line(source, ln, fmt::format("{} takes one number", tok[0]));
+      if (directive_line)
+        fail_line(source, ln, fmt::format("a second PERIODICITY / LOOPAFTER (the first is on line {})", directive_line));
+      double x = 0;
+      const std::string_view err = to_number(tok[1], x);
+      if (!err.empty()) fail_line(source, ln, fmt::format("{}: {}: \"{}\"", tok[0], err, tok[1]));
+      if (tok[0] == "PERIODICITY") {
+        if (!(x > 0)) fail_line(source, ln, fmt::format("PERIODICITY: must be > 0, got {}", x));
+        periodicity = x;
+      } else {
+        if (x < 0) fail_line(source, ln, fmt::format("LOOPAFTER: must be >= 0, got {}", x));
+        loop_after = x;
+      }
+      directive_line = ln;
+      continue;
+    }
+    if (tok[0] == "STOCHASTIC" || tok[0] == "DET" || tok[0] == "NORM" || tok[0] == "UNIF" || tok[0] == "EXP")
+      fail_line(source, ln,
+                fmt::format("stochastic SimGrid profiles ({}) are not supported; use an adagrouper pattern "
+                            "(onoff, contention) instead",
+                            tok[0]));
+    if (n != 2) fail_line(source, ln, fmt::format("expected \"date value\", got {} fields", n));
+    double date = 0, value = 0;
+    std::string_view err = to_number(tok[0], date);
+    if (!err.empty()) fail_line(source, ln, fmt::format("date: {}: \"{}\"", err, tok[0]));
+    err = to_number(tok[1], value);
+    if (!err.empty()) fail_line(source, ln, fmt::format("value: {}: \"{}\"", err, tok[1]));
+    if (value < 0) fail_line(source, ln, fmt::format("value: must be >= 0, got {}", value));
+    if (first) {
+      if (opt.rebase) {
+        origin = date;
+      } else if (date != 0.0) {
+        fail_line(source, ln,
+                  fmt::format("the first date is {}; before it SimGrid would use the platform's nominal value, "
+                              "which this file does not give: add a line \"0 VALUE\" (or import with --rebase)",
+                              date));
+      }
+    } else if (date < prev) {
+      fail_line(source, ln, fmt::format("date {} goes backwards (after {})", date, prev));
+    }
+    prev = date;
+    first = false;
+    try {
+      b.add(date - origin, value);  // an equal date replaces the previous value, as in SimGrid
+    } catch (const std::length_error&) {
+      fail_line(source, ln, fmt::format("more than {} points", kMaxPoints));
+    }
+  }
+  if (first) throw InputError(fmt::format("{}: no \"date value\" lines: the trace is empty", source));
+  const double last = prev - origin;
+  double period = 0.0;
+  if (periodicity > 0) {
+    if (periodicity < last)
+      fail_line(source, directive_line,
+                fmt::format("PERIODICITY {} is shorter than the last date {}", periodicity, last));
+    period = periodicity;
+  } else if (loop_after >= 0) {
+    period = last + loop_after;
+    if (!(period > 0)) fail_line(source, directive_line, "LOOPAFTER 0 after a single date at 0: the period is 0");
+  }
+  return {b.finish(last, period), Format::simgrid};
+}
+
+// ---------------------------------------------------------------------------------
+// iperf3 --json
+
+bool looks_like_iperf3(const nlohmann::json& doc) {
+  return doc.is_object() && (doc.contains("intervals") || doc.contains("error") ||
+                             (doc.contains("start") && doc.contains("end")));
+}
+
+Loaded parse_iperf3(const nlohmann::json& doc, const std::string& source) {
+  Field root(doc, source);
+  root.require_object();
+  if (root.has("error")) {
+    const auto& e = doc["error"];
+    throw InputError(fmt::format("{}: error: iperf3 reported an error: \"{}\"", source,
+                                 e.is_string() ? e.get<std::string>() : e.dump()));
+  }
+  const Field intervals = root.at("intervals");
+  const std::size_t n = intervals.size();
+  TraceBuilder b;
+  b.reserve(n);
+  bool first = true;
+  double origin = 0.0, prev_start = 0.0, last_end = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Field iv = intervals.at(i);
+    iv.require_object();
+    const Field sum = iv.at("sum");
+    sum.require_object();
+    if (sum.has("omitted") && sum.at("omitted").boolean()) continue;
+    const double start = sum.at("start").non_negative();
+    const double end = sum.at("end").non_negative();
+    if (!(end > start)) sum.at("end").fail(fmt::format("must be larger than start {}, got {}", start, end));
+    const double bps = sum.at("bits_per_second").non_negative();
+    if (first) {
+      origin = start;
+    } else if (!(start > prev_start)) {
+      sum.at("start").fail(fmt::format("goes backwards ({} after {})", start, prev_start));
+    }
+    prev_start = start;
+    last_end = end;
+    first = false;
+    b.add(start - origin, bps / 8.0);
+  }
+  if (first) intervals.fail("no measured (non-omitted) intervals: the trace is empty");
+  return {b.finish(last_end - origin), Format::iperf3};
+}
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
+    std::string what = e.what();
+    const auto colon = what.find(": ", what.find("parse error"));
+    throw InputError(
+        fmt::format("{}: invalid JSON: {}", source, colon == std::string::npos ? what : what.substr(colon + 2)));
+  }
+}
+
+// The project's JSON: a rate form with an optional "unit".
+Trace parse_project_json(const nlohmann::json& doc, const std::string& source, const std::filesystem::path& base_dir,
+                         int depth) {
+  Field root(doc, source);
+  root.require_object();
+  double factor = 1.0;
+  nlohmann::json body = doc;
+  if (root.has("unit")) {
+    const std::string unit = root.at("unit").string();
+    if (unit == "bits_per_s") {
+      factor = 1.0 / 8.0;
+    } else if (unit != "bytes_per_s" && unit != "factor") {
+      root.at("unit").fail(fmt::format("unknown unit \"{}\" (bytes_per_s, bits_per_s or factor)", unit));
+    }
+    body.erase("unit");
+  }
+  body.erase("description");
+  Trace t = detail::resolve(Field(body, source), base_dir, depth + 1);
+  return factor == 1.0 ? t : scale(t, factor);
+}
+
+std::string fmt_num(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+std::string_view format_name(Format f) {
+  for (const auto& [k, name] : kFormats)
+    if (k == f) return name;
+  return "?";
+}
+
+std::optional<Format> format_from_name(std::string_view name) {
+  for (const auto& [k, n] : kFormats)
+    if (n == name) return k;
+  return std::nullopt;
+}
+
+std::string_view format_names() { return "csv, json, iperf3, simgrid, samples"; }
+
+Format detect_format(std::string_view text, const std::string& source) {
+  Lines lines(text);
+  std::string_view line;
+  while (lines.next(line)) {
+    if (line.empty() || is_comment(line, true)) continue;
+    if (line.front() == '{' || line.front() == '[') return Format::json;  // json or iperf3: see parse_text
+    if (line.rfind("PERIODICITY", 0) == 0 || line.rfind("LOOPAFTER", 0) == 0 || line.rfind("STOCHASTIC", 0) == 0)
+      return Format::simgrid;
+    if (line.find(',') != std::string_view::npos) {
+      std::array<std::string_view, 8> fields;
+      const std::size_t n = split_commas(line, fields);
+      if (n == 2) return Format::csv;
+      if (n == 3) return Format::samples;
+      fail_line(source, lines.number(),
+                fmt::format("cannot tell the trace format: {} comma-separated columns (CSV has 2: time_s,value; "
+                            "transfer samples have 3: time_s,bytes,duration_s)",
+                            n));
+    }
+    std::size_t words = 0;
+    bool in_word = false;
+    for (char c : line) {
+      const bool blank = c == ' ' || c == '\t';
+      if (!blank && !in_word) ++words;
+      in_word = !blank;
+    }
+    if (words == 2) return Format::simgrid;
+    fail_line(source, lines.number(),
+              fmt::format("cannot tell the trace format from this line; set \"format\" ({})", format_names()));
+  }
+  throw InputError(fmt::format("{}: the file is empty (no data lines): cannot read a trace from it", source));
+}
+
+namespace detail {
+
+Loaded parse_text(std::string_view text, const std::string& source, const LoadOptions& options,
+                  const std::filesystem::path& base_dir, int depth) {
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // a UTF-8 byte order mark
+  const Format f = options.format ? *options.format : detect_format(text, source);
+  switch (f) {
+    case Format::csv:
+      return parse_csv_like(text, source, options, false);
+    case Format::samples:
+      return parse_csv_like(text, source, options, true);
+    case Format::simgrid:
+      return parse_simgrid(text, source, options);
+    case Format::iperf3:
+      return parse_iperf3(parse_json_text(text, source), source);
+    case Format::json: {
+      const nlohmann::json doc = parse_json_text(text, source);
+      // Detection cannot tell iperf3's JSON from ours by the first line.
+      if (!options.format && looks_like_iperf3(doc)) return parse_iperf3(doc, source);
+      return {parse_project_json(doc, source, base_dir, depth), Format::json};
+    }
+  }
+  throw InputError(fmt::format("{}: unknown format", source));
+}
+
+Loaded load_file(const std::filesystem::path& path, const LoadOptions& options, int depth) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory", path.string()));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", path.string()));
+  std::string text;
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  if (size > 0) {
+    text.resize(static_cast<std::size_t>(size));
+    in.seekg(0, std::ios::beg);
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  }
+  if (!in && !in.eof()) throw InputError(fmt::format("{}: cannot read file", path.string()));
+  return parse_text(text, path.string(), options, path.parent_path(), depth);
+}
+
+}  // namespace detail
+
+Loaded parse_trace(std::string_view text, const std::string& source, const LoadOptions& options,
+                   const std::filesystem::path& base_dir) {
+  return detail::parse_text(text, source, options, base_dir, 0);
+}
+
+Loaded load_trace_file(const std::filesystem::path& path, const LoadOptions& options) {
+  return detail::load_file(path, options, 0);
+}
+
+// ---------------------------------------------------------------------------------
+// Writers
+
+namespace {
+// The points to write: the trace's, plus the end point when span_s > the last time.
+bool needs_end_point(const Trace& t) { return !t.repeats() && t.span_s > t.rate.times().back(); }
+}  // namespace
+
+std::string to_csv(const Trace& trace) {
+  const auto& ts = trace.rate.times();
+  const auto& vs = trace.rate.values();
+  fmt::memory_buffer out;
+  out.reserve(ts.size() * 24 + 128);
+  if (trace.repeats()) {
+    fmt::format_to(std::back_inserter(out),
+                   "# one period of a trace that repeats every {} s (CSV cannot say so: refer to this file "
+                   "with \"repeat\": true)\n",
+                   fmt_num(trace.rate.repeat_s()));
+  }
+  fmt::format_to(std::back_inserter(out), "time_s,value\n");
+  for (std::size_t i = 0; i < ts.size(); ++i) fmt::format_to(std::back_inserter(out), "{},{}\n", ts[i], vs[i]);
+  if (trace.repeats() || needs_end_point(trace))
+    fmt::format_to(std::back_inserter(out), "{},{}\n", trace.span_s, vs.back());
+  return fmt::to_string(out);
+}
+
+nlohmann::json to_json(const Trace& trace) {
+  const auto& ts = trace.rate.times();
+  const auto& vs = trace.rate.values();
+  nlohmann::json points = nlohmann::json::array();
+  for (std::size_t i = 0; i < ts.size(); ++i) points.push_back({ts[i], vs[i]});
+  if (needs_end_point(trace)) points.push_back({trace.span_s, vs.back()});
+  nlohmann::json doc = {{"unit", "bytes_per_s"}, {"points", std::move(points)}};
+  if (trace.repeats()) doc["repeat_s"] = trace.rate.repeat_s();
+  return doc;
+}
+
+std::string to_json_text(const Trace& trace) {
+  const auto& ts = trace.rate.times();
+  const auto& vs = trace.rate.values();
+  // One point per line: readable and diffable, unlike dump(2) (three lines a point).
+  auto num = [](double v) { return nlohmann::json(v).dump(); };
+  fmt::memory_buffer out;
+  out.reserve(ts.size() * 32 + 128);
+  fmt::format_to(std::back_inserter(out), "{{\"unit\": \"bytes_per_s\",\n \"points\": [");
+  auto point = [&](double t, double v, bool first) {
+    fmt::format_to(std::back_inserter(out), "{}\n  [{}, {}]", first ? "" : ",", num(t), num(v));
+  };
+  for (std::size_t i = 0; i < ts.size(); ++i) point(ts[i], vs[i], i == 0);
+  if (needs_end_point(trace)) point(trace.span_s, vs.back(), false);
+  fmt::format_to(std::back_inserter(out), "]");
+  if (trace.repeats()) fmt::format_to(std::back_inserter(out), ",\n \"repeat_s\": {}", num(trace.rate.repeat_s()));
+  fmt::format_to(std::back_inserter(out), "}}\n");
+  return fmt::to_string(out);
+}
+
+}  // namespace adagrouper::traces

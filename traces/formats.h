@@ -1,0 +1,59 @@
+// Trace files: reading CSV, the project's JSON, iperf3 --json output, SimGrid profiles
+// and calibration transfer samples; writing CSV and JSON. docs/formats.md, "Trace
+// files and patterns", describes each format with an example.
+//
+// Every error is an InputError: "FILE:LINE: what is wrong" for the text formats,
+// "FILE: field: what is wrong" for the JSON ones.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "trace.h"
+
+namespace adagrouper::traces {
+
+enum class Format { csv, json, iperf3, simgrid, samples };
+
+std::string_view format_name(Format f);
+// nullopt for an unknown name.
+std::optional<Format> format_from_name(std::string_view name);
+// "csv, json, iperf3, simgrid, samples", for messages.
+std::string_view format_names();
+
+struct LoadOptions {
+  std::optional<Format> format;  // nullopt: detect from the content
+  double latency_s = 0.0;        // samples: effective rate = bytes / (duration - latency)
+  bool rebase = false;           // csv, simgrid: times relative to the first row
+};
+
+struct Loaded {
+  Trace trace;
+  Format format;
+};
+
+// The format of `text`, from its first line that is neither blank nor a comment.
+// Throws InputError naming `source` when it cannot tell.
+Format detect_format(std::string_view text, const std::string& source);
+
+// Parses a whole file's content. `source` names it in errors; base_dir resolves the
+// {"file": ...} references a JSON trace may contain.
+Loaded parse_trace(std::string_view text, const std::string& source, const LoadOptions& options = {},
+                   const std::filesystem::path& base_dir = {});
+
+// Reads and parses a file ("PATH: cannot open file" when it cannot be read).
+Loaded load_trace_file(const std::filesystem::path& path, const LoadOptions& options = {});
+
+// Writers. Both end with a point at span_s carrying the last value when the trace is
+// longer than its last point, so that the length survives (reading the file back gives
+// the same trace and span). CSV cannot say that a trace repeats: it then holds one
+// period, and a comment says so (refer to it with "repeat": true).
+std::string to_csv(const Trace& trace);
+nlohmann::json to_json(const Trace& trace);
+std::string to_json_text(const Trace& trace);  // to_json, one point per line
+
+}  // namespace adagrouper::traces
