@@ -34,6 +34,9 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
     std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
     throw InputError(fmt::format("{}: line {}, column {}: invalid JSON: {}", path.string(), line,
                                  col, detail));
+  } catch (const nlohmann::json::exception& e) {
+    // e.g. out_of_range for a number too large for a double (1e999).
+    throw InputError(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
   }
 }
 

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "planner.h"
 #include "sim.h"
+#include "traces.h"
 
 namespace adagrouper::cli {
 
@@ -92,7 +93,7 @@ int cmd_plan(int argc, char** argv) {
   const std::string pipeline_path = required(vm, "pipeline", "plan");
   const std::string network_path = required(vm, "network", "plan");
   const sim::Pipeline pipeline = sim::load_pipeline(pipeline_path);
-  const sim::Network network = sim::load_network(network_path, pipeline.num_stages());
+  const sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::rate_resolver());
 
   planner::PlanOptions options;
   options.global_batch_size =

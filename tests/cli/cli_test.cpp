@@ -277,6 +277,7 @@ TEST_F(Cli, BadNetworkFiles) {
   bad(R"({"channels": [{"from": 0, "to": 1}, {"from": 0, "to": 1}]})", {"channels[1]", "twice"});
   bad(R"({"stages": [{"stage": 7, "speed": {"constant": 1}}]})", {"stages[0].stage", "does not exist"});
   bad(R"({"latency_s": -0.1})", {"latency_s"});
+  bad(R"({"default": {"constant": 1e999}})", {"invalid JSON", "number overflow"});
   bad(R"({"channels": [{"from": 1, "to": 2, "rate": {"points": [[0, 1.0], [3, 0]]}}]})",
       {"channel 1 -> 2", "stays 0 forever"});
   bad(R"({"stages": [{"stage": 2, "speed": {"constant": 0}}]})", {"stage 2", "stays 0 forever"});
@@ -301,4 +302,22 @@ TEST_F(Cli, BadScheduleFiles) {
   bad(order(R"(["F0","F1","F2","F3","F4","F5","F6","F7","B0","B1","B2","B3","B4","B5","B6","X7"])"),
       {"stages[1][15]", "X7"});
   bad(R"({"stages": [[], []]})", {"stages", "2 stages"});
+}
+
+TEST_F(Cli, PlanAndSimulateAcceptTraceFilesAndPatterns) {
+  for (const char* net : {"bursty-25g", "contention-25g", "periodic-pattern-25g"}) {
+    const Outcome p = run(std::string("plan --pipeline configs/pipelines/gpt-8stage-v100.json --network configs/networks/") +
+                          net + ".json --eval-iterations 2 --json");
+    ASSERT_EQ(p.rc, 0) << net << ": " << p.err;
+    const auto plan = nlohmann::json::parse(p.out);
+    const auto& c = plan["chosen"];
+    std::string sched = c["schedule"].get<std::string>();
+    if (sched == "kfkb") sched += " --k " + std::to_string(c["k"].get<int>());
+    const Outcome s = run(std::string("simulate --pipeline configs/pipelines/gpt-8stage-v100.json --network "
+                                      "configs/networks/") +
+                          net + ".json --schedule " + sched + " -b " +
+                          std::to_string(c["micro_batch_size"].get<int>()) + " -n 2 --json");
+    ASSERT_EQ(s.rc, 0) << s.err;
+    EXPECT_EQ(nlohmann::json::parse(s.out)["mean_iteration_time_s"], c["predicted_iteration_time_s"]) << net;
+  }
 }
