@@ -21,6 +21,7 @@ namespace {
 
 constexpr const char* kSimulateHelp = R"(Usage: adagrouper simulate --pipeline P --network N --schedule NAME [--k K]
                            --micro-batch-size b [--iterations n] [--start-time T]
+                           [--stage-trace FILE]
                            [--json] [--output FILE] [--timeline FILE]
 
 Simulates pipeline-parallel training, event by event, under the execution model of
@@ -34,8 +35,11 @@ Inputs (docs/formats.md):
                  (forward_s, backward_s, activation_bytes, output_bytes,
                  grad_output_bytes); sizes in between are interpolated linearly.
   network file   JSON: latency_s, a default rate, per-channel rate / latency_s /
-                 capacity (from, to = adjacent stages), per-stage speed. A rate is
-                 {"constant": R} or {"points": [[t, R], ...], "repeat_s": P} in bytes/s.
+                 capacity (from, to = adjacent stages), per-stage speed. A rate (bytes/s)
+                 is {"constant": R}, {"points": [[t, R], ...], "repeat_s": P}, a trace
+                 file {"file": PATH} (CSV, JSON, iperf3 --json, SimGrid profile, transfer
+                 samples), or a pattern {"pattern": "periodic"|"onoff"|"steps"|
+                 "contention", ...} and transforms (see adagrouper trace --help).
   schedule file  JSON: {"stages": [["F0", "F1", "B0", ...], ...]}, one complete op
                  order per stage.
 
@@ -71,6 +75,9 @@ int cmd_simulate(int argc, char** argv) {
        "absolute time (s) at which iteration 0 starts, i.e. where in the traces the run begins")
     ("json", po::bool_switch(), "print the summary JSON on stdout instead of the human summary")
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the summary JSON to FILE")
+    ("stage-trace", po::value<std::string>()->value_name("FILE"),
+       "replay measured op durations: CSV iteration,stage,micro_batch,phase,duration_s (phase F or B); "
+       "listed ops take the recorded duration (still stretched by the stage's speed), others the profile's")
     ("timeline", po::value<std::string>()->value_name("FILE"),
        "write a Chrome trace / Perfetto JSON timeline to FILE (open it in ui.perfetto.dev)");
   // clang-format on
@@ -106,6 +113,10 @@ int cmd_simulate(int argc, char** argv) {
 
   Scenario scenario = make_scenario(pipeline, std::move(network), std::move(schedule), b, iterations);
   scenario.start_time_s = vm["start-time"].as<double>();
+  if (vm.count("stage-trace")) {
+    const std::string path = vm["stage-trace"].as<std::string>();
+    set_op_timings(scenario, traces::load_stage_trace(path), path);
+  }
   if (!(scenario.start_time_s >= 0) || !std::isfinite(scenario.start_time_s))
     throw InputError(fmt::format("--start-time: must be a finite time >= 0, got {}", scenario.start_time_s));
   if (!schedule_source.empty()) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
@@ -501,6 +502,136 @@ std::string to_json_text(const Trace& trace) {
   if (trace.repeats()) fmt::format_to(std::back_inserter(out), ",\n \"repeat_s\": {}", num(trace.rate.repeat_s()));
   fmt::format_to(std::back_inserter(out), "}}\n");
   return fmt::to_string(out);
+}
+
+// ---------------------------------------------------------------------------------
+// Row-oriented CSV files: stage timing traces and raw transfer samples.
+
+namespace {
+
+std::string read_whole_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", path.string()));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+// Calls row(line_number, fields) for every data row of a CSV file with `columns`
+// columns (blank lines, # comments and a header line skipped).
+template <class Row>
+void for_each_row(std::string_view text, const std::string& source, std::size_t columns, const char* layout,
+                  Row&& row) {
+  Lines lines(text);
+  std::string_view line;
+  std::array<std::string_view, 8> fields;
+  bool seen_content = false, any = false;
+  while (lines.next(line)) {
+    if (line.empty() || is_comment(line, false)) continue;
+    const std::size_t n = split_commas(line, fields);
+    const std::size_t ln = lines.number();
+    if (n != columns) fail_line(source, ln, fmt::format("expected {} columns ({}), got {}", columns, layout, n));
+    if (!seen_content) {
+      seen_content = true;
+      if (fields[0] == "iteration" || fields[0] == "time_s" || fields[0] == "channel") continue;  // header
+    }
+    any = true;
+    row(ln, fields);
+  }
+  if (!any) throw InputError(fmt::format("{}: no data rows ({}): the file is empty", source, layout));
+}
+
+double number_field(const std::string& source, std::size_t ln, const char* name, std::string_view f) {
+  double v = 0;
+  const std::string_view err = to_number(f, v);
+  if (err == "not a number") fail_line(source, ln, fmt::format("{}: not a number: \"{}\"", name, f));
+  if (!err.empty()) fail_line(source, ln, fmt::format("{}: {} is not allowed (\"{}\")", name, err, f));
+  return v;
+}
+
+int integer_field(const std::string& source, std::size_t ln, const char* name, std::string_view f) {
+  const double v = number_field(source, ln, name, f);
+  if (v != std::floor(v) || v < 0 || v > 2.0e9)
+    fail_line(source, ln, fmt::format("{}: must be an integer >= 0, got \"{}\"", name, f));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+std::vector<sim::OpTiming> parse_stage_trace(std::string_view text, const std::string& source) {
+  std::vector<sim::OpTiming> out;
+  const char* layout = "iteration,stage,micro_batch,phase,duration_s";
+  for_each_row(text, source, 5, layout, [&](std::size_t ln, const std::array<std::string_view, 8>& f) {
+    sim::OpTiming t;
+    t.line = static_cast<int>(ln);
+    t.iteration = integer_field(source, ln, "iteration", f[0]);
+    t.stage = integer_field(source, ln, "stage", f[1]);
+    t.micro_batch = integer_field(source, ln, "micro_batch", f[2]);
+    if (f[3] == "F" || f[3] == "forward") {
+      t.phase = sim::Phase::Forward;
+    } else if (f[3] == "B" || f[3] == "backward") {
+      t.phase = sim::Phase::Backward;
+    } else {
+      fail_line(source, ln, fmt::format("phase: must be F or B, got \"{}\"", f[3]));
+    }
+    t.duration_s = number_field(source, ln, "duration_s", f[4]);
+    if (t.duration_s < 0) fail_line(source, ln, fmt::format("duration_s: must be >= 0, got {}", t.duration_s));
+    out.push_back(t);
+  });
+  return out;
+}
+
+std::vector<sim::OpTiming> load_stage_trace(const std::filesystem::path& path) {
+  return parse_stage_trace(read_whole_file(path), path.string());
+}
+
+std::vector<TransferSample> parse_transfer_samples(std::string_view text, const std::string& source) {
+  std::vector<TransferSample> out;
+  // Three columns, or four with the channel first ("0->1").
+  std::size_t columns = 3;
+  {
+    Lines lines(text);
+    std::string_view line;
+    std::array<std::string_view, 8> fields;
+    while (lines.next(line)) {
+      if (line.empty() || is_comment(line, false)) continue;
+      columns = split_commas(line, fields) == 4 ? 4 : 3;
+      break;
+    }
+  }
+  const char* layout = columns == 4 ? "channel,time_s,bytes,duration_s" : "time_s,bytes,duration_s";
+  double prev = -1;
+  for_each_row(text, source, columns, layout, [&](std::size_t ln, const std::array<std::string_view, 8>& f) {
+    TransferSample x;
+    x.line = static_cast<int>(ln);
+    std::size_t i = 0;
+    if (columns == 4) {
+      const std::string_view ch = f[0];
+      const std::size_t arrow = ch.find("->");
+      double from = -1, to = -1;
+      if (arrow == std::string_view::npos || !to_number(trim(ch.substr(0, arrow)), from).empty() ||
+          !to_number(trim(ch.substr(arrow + 2)), to).empty() || from < 0 || to < 0 || from != std::floor(from) ||
+          to != std::floor(to))
+        fail_line(source, ln, fmt::format("channel: must be FROM->TO, e.g. 0->1, got \"{}\"", ch));
+      x.channel = std::pair{static_cast<int>(from), static_cast<int>(to)};
+      i = 1;
+    }
+    x.time_s = number_field(source, ln, "time_s", f[i]);
+    x.bytes = number_field(source, ln, "bytes", f[i + 1]);
+    x.duration_s = number_field(source, ln, "duration_s", f[i + 2]);
+    if (x.time_s < 0) fail_line(source, ln, fmt::format("time_s: must be >= 0, got {}", x.time_s));
+    if (x.bytes < 0) fail_line(source, ln, fmt::format("bytes: must be >= 0, got {}", x.bytes));
+    if (!(x.duration_s > 0)) fail_line(source, ln, fmt::format("duration_s: must be > 0, got {}", x.duration_s));
+    if (columns == 3 && x.time_s < prev)
+      fail_line(source, ln, fmt::format("time_s: {} goes backwards (the previous sample has {})", x.time_s, prev));
+    prev = x.time_s;
+    out.push_back(x);
+  });
+  return out;
+}
+
+std::vector<TransferSample> load_transfer_samples(const std::filesystem::path& path) {
+  return parse_transfer_samples(read_whole_file(path), path.string());
 }
 
 }  // namespace adagrouper::traces

@@ -10,9 +10,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "engine.h"  // sim::OpTiming
 #include "trace.h"
 
 namespace adagrouper::traces {
@@ -55,5 +58,22 @@ Loaded load_trace_file(const std::filesystem::path& path, const LoadOptions& opt
 std::string to_csv(const Trace& trace);
 nlohmann::json to_json(const Trace& trace);
 std::string to_json_text(const Trace& trace);  // to_json, one point per line
+
+// Stage timing traces: CSV iteration,stage,micro_batch,phase,duration_s (phase F or B;
+// optional header, # comments, blank lines). Range checks against a pipeline happen in
+// sim::set_op_timings, which names the same file and line.
+std::vector<sim::OpTiming> parse_stage_trace(std::string_view text, const std::string& source);
+std::vector<sim::OpTiming> load_stage_trace(const std::filesystem::path& path);
+
+// One measured transfer, as the calibration harness records them: CSV
+// time_s,bytes,duration_s, or channel,time_s,bytes,duration_s with the channel as
+// "FROM->TO" when one file holds several channels.
+struct TransferSample {
+  std::optional<std::pair<int, int>> channel;
+  double time_s = 0, bytes = 0, duration_s = 0;
+  int line = 0;
+};
+std::vector<TransferSample> parse_transfer_samples(std::string_view text, const std::string& source);
+std::vector<TransferSample> load_transfer_samples(const std::filesystem::path& path);
 
 }  // namespace adagrouper::traces

@@ -13,6 +13,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace fs = std::filesystem;
@@ -320,4 +321,49 @@ TEST_F(Cli, PlanAndSimulateAcceptTraceFilesAndPatterns) {
     ASSERT_EQ(s.rc, 0) << s.err;
     EXPECT_EQ(nlohmann::json::parse(s.out)["mean_iteration_time_s"], c["predicted_iteration_time_s"]) << net;
   }
+}
+
+TEST_F(Cli, StageTraceReplaysMeasuredDurations) {
+  // 1f1b with free communication takes 33 s; B3 on stage 1 measured at 5 s instead of
+  // 2 s delays stage 1 and then stage 0's B3 by 3 s.
+  const fs::path st = write("st.csv", "iteration,stage,micro_batch,phase,duration_s\n0,1,3,B,5.0\n");
+  const Outcome r = run(kToy + "--network configs/examples/toy-net-free.json --schedule 1f1b -b 1 --json --stage-trace '" +
+                        st.string() + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j["mean_iteration_time_s"].get<double>(), 36.0);
+  EXPECT_DOUBLE_EQ(j["per_stage"][1]["busy_s"].get<double>(), 27.0);
+  expect_bad(kToy + "--network configs/examples/toy-net-free.json --schedule 1f1b -b 1 --stage-trace '" +
+                 write("bad.csv", "0,9,3,B,5.0\n").string() + "'",
+             {"bad.csv:1", "stage 9 does not exist"});
+}
+
+TEST_F(Cli, PlanWithMeasuredTransferSamples) {
+  // Every toy channel measured at 2 s per 0.5-byte message (0.25 B/s), on a network
+  // file that says transfers are free: the plan must be the one for 2 s messages.
+  std::string all = "channel,time_s,bytes,duration_s\n";
+  for (const char* ch : {"0->1", "1->2", "2->3", "1->0", "2->1", "3->2"})
+    for (int t = 0; t < 12; ++t) all += fmt::format("{},{},0.5,{}\n", ch, t, t < 2 ? 0.1 : 2.0);
+  const fs::path samples = write("samples.csv", all);
+  const Outcome r = run("plan --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-free.json "
+                        "--json --window 10 --comm-profile '" + samples.string() + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const Outcome slow = run("plan --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json --json");
+  ASSERT_EQ(slow.rc, 0) << slow.err;
+  const auto k = nlohmann::json::parse(slow.out);
+  EXPECT_EQ(j["chosen"]["schedule"], k["chosen"]["schedule"]);
+  EXPECT_EQ(j["chosen"]["k"], k["chosen"]["k"]);
+  EXPECT_DOUBLE_EQ(j["chosen"]["predicted_iteration_time_s"].get<double>(),
+                   k["chosen"]["predicted_iteration_time_s"].get<double>());
+  ASSERT_EQ(j["comm_profile"]["channels"].size(), 6u);
+  EXPECT_EQ(j["comm_profile"]["channels"][0]["samples"], 10);  // the two fast early samples fall out
+  EXPECT_DOUBLE_EQ(j["comm_profile"]["channels"][0]["rate_bytes_per_s"].get<double>(), 0.25);
+  EXPECT_EQ(j["inputs"][2]["role"], "comm-profile");
+  expect_bad("plan --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-free.json --comm-profile 0-2='" +
+                 samples.string() + "'",
+             {"samples.csv", "channel"});
+  expect_bad("plan --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-free.json --comm-profile '" +
+                 write("plain.csv", "0,1,1\n").string() + "'",
+             {"plain.csv:1", "no channel column"});
 }
