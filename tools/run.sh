@@ -7,6 +7,7 @@
 #   tools/run.sh test       every test; ends with "N passed, N failed"
 #   tools/run.sh test-sanitize   the test suite built with ASan+UBSan in build-sanitize/
 #   tools/run.sh bench      the benchmarks of docs/performance.md
+#   tools/run.sh fuzz [SECONDS]    the trace parsers' fuzz targets (clang, libFuzzer)
 #   tools/run.sh build      configure and build only
 set -euo pipefail
 
@@ -116,11 +117,18 @@ case "$cmd" in
     echo "== trace_bench"
     build/tools/bench/trace_bench
     ;;
+  fuzz)
+    # The trace parsers' libFuzzer targets (clang), each run for ${1:-30} seconds.
+    packages=(meson ninja-build pkg-config libboost-graph-dev libboost-program-options-dev nlohmann-json3-dev
+              libfmt-dev clang libclang-rt-14-dev)
+    install_missing
+    exec traces/fuzz/run.sh "${1:-30}"
+    ;;
   help | -h | --help)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
     ;;
   *)
-    echo "run.sh: unknown command '$cmd' (plan, simulate, test, test-sanitize, bench, build)" >&2
+    echo "run.sh: unknown command '$cmd' (plan, simulate, test, test-sanitize, bench, fuzz, build)" >&2
     exit 2
     ;;
 esac

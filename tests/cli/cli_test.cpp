@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/cli_runner.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <fmt/format.h>
@@ -24,17 +26,8 @@ namespace {
 const std::string kBin = ADAGROUPER_BIN;
 const fs::path kRoot = SOURCE_ROOT;
 
-struct Outcome {
-  int rc;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using clirunner::Outcome;
+using clirunner::slurp;
 
 class Cli : public ::testing::Test {
  protected:
@@ -47,17 +40,7 @@ class Cli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // Runs `adagrouper ARGS` from the source root.
-  Outcome run(const std::string& args) {
-    const fs::path err = dir_ / "stderr.txt";
-    const std::string cmd = "cd '" + kRoot.string() + "' && '" + kBin + "' " + args + " 2>'" + err.string() + "'";
-    std::FILE* p = ::popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int status = ::pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, slurp(err)};
-  }
+  Outcome run(const std::string& args) { return clirunner::run_adagrouper(args, dir_); }
 
   fs::path write(const std::string& name, const std::string& text) {
     const fs::path p = dir_ / name;

@@ -2,6 +2,8 @@
 // with several profile sizes, random networks, and a runner for build/adagrouper.
 #pragma once
 
+#include "../common/cli_runner.h"
+
 #include <sys/wait.h>
 
 #include <unistd.h>
@@ -126,17 +128,8 @@ inline sim::Schedule schedule_of(const std::string& name, int S, int M, int k) {
 
 // ---- command line ----------------------------------------------------------------
 
-struct Outcome {
-  int rc;
-  std::string out, err;
-};
-
-inline std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using clirunner::Outcome;
+using clirunner::slurp;
 
 // Output of a shell command (stdout only).
 inline std::string shell(const std::string& cmd) {
@@ -173,16 +166,6 @@ class TempDir {
 };
 
 // Runs `adagrouper ARGS` from the source root; stderr goes to a file in `dir`.
-inline Outcome run_cli(const std::string& args, const fs::path& dir) {
-  const fs::path err = dir / "stderr.txt";
-  const std::string cmd = "cd '" + kRoot.string() + "' && '" + kBin + "' " + args + " 2>'" + err.string() + "'";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, slurp(err)};
-}
+inline Outcome run_cli(const std::string& args, const fs::path& dir) { return clirunner::run_adagrouper(args, dir); }
 
 }  // namespace plantest

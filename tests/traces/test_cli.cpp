@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/cli_runner.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -26,32 +28,13 @@ using testing::StartsWith;
 const std::string kBin = ADAGROUPER_BIN;
 const fs::path kRoot = SOURCE_ROOT;
 
-struct Outcome {
-  int rc;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using clirunner::Outcome;
+using clirunner::slurp;
 
 class TraceCli : public ::testing::Test {
  protected:
   // Runs `adagrouper ARGS` from the source root.
-  Outcome run(const std::string& args) {
-    const fs::path err = dir_.path() / "stderr.txt";
-    const std::string cmd = "cd '" + kRoot.string() + "' && '" + kBin + "' " + args + " 2>'" + err.string() + "'";
-    std::FILE* p = ::popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int status = ::pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, slurp(err)};
-  }
+  Outcome run(const std::string& args) { return clirunner::run_adagrouper(args, dir_.path()); }
 
   std::string path(const std::string& name) { return (dir_.path() / name).string(); }
 
