@@ -23,8 +23,6 @@ using ::testing::HasSubstr;
 
 namespace {
 
-const std::string kBin = ADAGROUPER_BIN;
-const fs::path kRoot = SOURCE_ROOT;
 
 using clirunner::Outcome;
 using clirunner::slurp;

@@ -32,7 +32,6 @@ namespace sim = adagrouper::sim;
 namespace planner = adagrouper::planner;
 using adagrouper::InputError;
 
-inline const std::string kBin = ADAGROUPER_BIN;
 inline const fs::path kRoot = SOURCE_ROOT;
 
 // Seeded randomness without std distributions (their output is implementation-defined).

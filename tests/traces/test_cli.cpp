@@ -25,8 +25,6 @@ namespace {
 using testing::HasSubstr;
 using testing::StartsWith;
 
-const std::string kBin = ADAGROUPER_BIN;
-const fs::path kRoot = SOURCE_ROOT;
 
 using clirunner::Outcome;
 using clirunner::slurp;
