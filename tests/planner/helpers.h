@@ -2,6 +2,7 @@
 // with several profile sizes, random networks, and a runner for build/adagrouper.
 #pragma once
 
+#include "../common/test_util.h"
 #include "../common/cli_runner.h"
 
 #include <sys/wait.h>
@@ -31,23 +32,11 @@ namespace fs = std::filesystem;
 namespace sim = adagrouper::sim;
 namespace planner = adagrouper::planner;
 using adagrouper::InputError;
+using testutil::Rng;
+using testutil::TempDir;
 
 inline const fs::path kRoot = SOURCE_ROOT;
 
-// Seeded randomness without std distributions (their output is implementation-defined).
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : g_(seed) {}
-  double uniform() { return static_cast<double>(g_() >> 11) * 0x1.0p-53; }  // [0, 1)
-  std::uint64_t below(std::uint64_t n) { return g_() % n; }                 // [0, n)
-  int range(int lo, int hi) { return lo + static_cast<int>(below(static_cast<std::uint64_t>(hi - lo + 1))); }
-  bool chance(double p) { return uniform() < p; }
-  // A multiple of 1/denominator in [lo_units, hi_units] / denominator (exact for powers of 2).
-  double dyadic(int lo_units, int hi_units, double denominator) { return range(lo_units, hi_units) / denominator; }
-
- private:
-  std::mt19937_64 g_;
-};
 
 // A bandwidth or speed trace: constant, or piecewise (zero segments allowed) with an
 // optional repeat; never zero forever.
@@ -142,27 +131,6 @@ inline std::string shell(const std::string& cmd) {
   return out;
 }
 
-// A fresh directory under the system temporary directory, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("adagrouper_planner_test_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // Runs `adagrouper ARGS` from the source root; stderr goes to a file in `dir`.
 inline Outcome run_cli(const std::string& args, const fs::path& dir) { return clirunner::run_adagrouper(args, dir); }

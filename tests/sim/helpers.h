@@ -2,6 +2,7 @@
 // does not depend on the standard library's distributions, temporary directories.
 #pragma once
 
+#include "../common/test_util.h"
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -23,6 +24,8 @@ namespace simtest {
 using adagrouper::InputError;
 using adagrouper::SimError;
 namespace sim = adagrouper::sim;
+using testutil::Rng;
+using testutil::TempDir;
 
 // A pipeline JSON document with S identical stages and one profile entry (b = 1).
 inline nlohmann::json uniform_pipeline_json(int S, int global_batch, double fwd, double bwd, double out,
@@ -69,55 +72,7 @@ inline sim::Pipeline pipeline_from(const std::vector<sim::StageParams>& st, int 
   return p;
 }
 
-// Seeded randomness drawn by hand (no std::uniform_*_distribution, whose output is
-// implementation-defined), so a seed means the same scenario everywhere.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : g_(seed) {}
-  double uniform() { return static_cast<double>(g_() >> 11) * 0x1.0p-53; }  // [0, 1)
-  std::uint64_t below(std::uint64_t n) { return g_() % n; }                 // [0, n)
-  int range(int lo, int hi) { return lo + static_cast<int>(below(static_cast<std::uint64_t>(hi - lo + 1))); }
-  bool chance(double p) { return uniform() < p; }
-  // A multiple of 1/denominator in [lo, hi] (exactly representable for powers of 2).
-  double dyadic(int lo_units, int hi_units, double denominator) { return range(lo_units, hi_units) / denominator; }
 
- private:
-  std::mt19937_64 g_;
-};
-
-// A fresh directory under the system temporary directory, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("adagrouper_sim_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
-             std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path write(const std::string& name, const std::string& content) const {
-    const auto p = path_ / name;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream out(p, std::ios::binary);
-    out << content;
-    return p;
-  }
-  std::filesystem::path write(const std::string& name, const nlohmann::json& doc) const {
-    return write(name, doc.dump(2));
-  }
-
- private:
-  std::filesystem::path path_;
-};
 
 // Ops of one stage as a string "F0 F1 B0 ...", for readable comparisons.
 inline std::string order_string(const std::vector<sim::Op>& ops) {

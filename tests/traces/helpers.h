@@ -1,6 +1,7 @@
 // Shared helpers of the traces_test suite.
 #pragma once
 
+#include "../common/test_util.h"
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +22,7 @@ namespace tracestest {
 namespace fs = std::filesystem;
 namespace tr = adagrouper::traces;
 using adagrouper::InputError;
+using testutil::TempDir;
 
 // The directory of the hand-written fixtures (tests/traces/data).
 inline fs::path fixture(const std::string& name) { return fs::path(FIXTURES) / name; }
@@ -39,34 +41,6 @@ inline std::string input_error(const std::function<void()>& f) {
   return {};
 }
 
-// A temporary directory removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            (std::string("adagrouper-traces-") + (info ? info->name() : "x") + "-" + std::to_string(::getpid()) + "-" +
-             std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    const fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-
- private:
-  fs::path path_;
-};
 
 inline tr::Trace parse(const std::string& text, const std::string& source = "t.csv", tr::LoadOptions opt = {}) {
   return tr::parse_trace(text, source, opt).trace;
