@@ -1,5 +1,5 @@
-// What every GoogleTest suite of adagrouper shares: seeded randomness drawn by hand and
-// temporary directories.
+// What every GoogleTest suite of adagrouper shares: seeded randomness drawn by hand,
+// temporary directories, and catching an InputError's message.
 #pragma once
 
 #include <unistd.h>
@@ -8,14 +8,33 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <string_view>
 #include <system_error>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "error.h"
+
 namespace testutil {
+
+// The message of the InputError `f` throws ("" and a test failure when it throws
+// nothing or something else).
+inline std::string input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const adagrouper::InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected InputError, nothing was thrown";
+  return {};
+}
 
 // Seeded randomness drawn by hand (no std::uniform_*_distribution, whose output is
 // implementation-defined), so a seed means the same scenario everywhere.

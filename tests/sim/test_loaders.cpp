@@ -15,19 +15,7 @@ using nlohmann::json;
 using testing::AllOf;
 using testing::HasSubstr;
 
-// The message of the InputError `f` throws ("" and a failure when it throws nothing).
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InputError, nothing was thrown";
-  return {};
-}
+using testutil::input_error;
 
 // ---------------------------------------------------------------------------------
 // Pipeline files

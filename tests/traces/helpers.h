@@ -27,19 +27,7 @@ using testutil::TempDir;
 // The directory of the hand-written fixtures (tests/traces/data).
 inline fs::path fixture(const std::string& name) { return fs::path(FIXTURES) / name; }
 
-// The message of the InputError `f` throws ("" and a failure when it throws nothing).
-inline std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InputError, nothing was thrown";
-  return {};
-}
+using testutil::input_error;
 
 
 inline tr::Trace parse(const std::string& text, const std::string& source = "t.csv", tr::LoadOptions opt = {}) {
