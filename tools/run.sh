@@ -15,7 +15,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 packages=(meson ninja-build g++ pkg-config libboost-graph-dev libboost-program-options-dev
-          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev)
+          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
+          openmpi-bin libopenmpi-dev python3-matplotlib iproute2)
 
 install_missing() {
   local missing=()
@@ -103,7 +104,7 @@ case "$cmd" in
     ;;
   test-sanitize)
     build build-sanitize -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
-      -Dbenchmarks=false
+      -Dbenchmarks=false -Dcuda=disabled -Dnccl=disabled -Dmpi=disabled
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run_tests build-sanitize
     ;;
   bench)
