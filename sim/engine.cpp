@@ -121,7 +121,7 @@ class Engine {
       st.mem.cur = st.mem.peak = sc.stages[s].static_bytes;
     }
     channels_.resize(prog_.channels.size());
-    events_.reserve(stages_.size() + channels_.size());  // one pending event per component at most
+    events_ = EventList(static_cast<std::uint32_t>(stages_.size() + channels_.size()));
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ChannelSpec& spec = *prog_.channels[c].spec;
       if (!spec.unlimited) channels_[c].rate = RateCursor(spec.rate);

@@ -2,13 +2,23 @@
 // scheduled (a sequence number), so that simultaneous events are handled in a fixed
 // order and every run is reproducible (as ns-3 keys its scheduler).
 //
-// A 4-ary min-heap of 128-bit keys: the time's IEEE-754 bits (monotonic for times
-// >= 0) above a sequence number and the target component. Comparing two events is one
-// unsigned 128-bit comparison without data-dependent branches, and four children sit
-// in one 64-byte line, so a pop walks half as many levels as in a binary heap. (Event
-// times are unpredictable; branchy comparisons on the heap's dependent chain were the
-// engine's largest cost. A radix heap measured slower: the keys share long prefixes.)
-// Storage is reserved up front: pushing and popping allocate nothing.
+// Every component (a stage's compute stream, a channel) has at most one pending event:
+// the end of the op or transfer it is busy with. The set is therefore a tournament
+// (winner) tree with one fixed leaf per component, not a heap: a node holds the
+// earliest key below it, the root the earliest of all. Scheduling an event replays the
+// leaf's path to the root: at each level one comparison with the sibling's key, and
+// the sibling loads do not depend on each other, so the processor overlaps them (a
+// heap's sift-down is a chain of dependent loads and branches; that chain was the
+// engine's largest cost).
+//
+// pop() returns the root without replaying. The handler that runs next usually
+// schedules the same component again (a stage starts its next op), and then one replay
+// both removes the old event and inserts the new one; if it does not, the leaf is
+// cleared lazily before the next query.
+//
+// A key is 128 bits: the time's IEEE-754 bits (monotonic for times >= 0) above a
+// sequence number and the component. Storage is fixed at construction: scheduling and
+// popping allocate nothing.
 #pragma once
 
 #include <bit>
@@ -28,65 +38,61 @@ class EventList {
   static constexpr int kTargetBits = 24;
   static constexpr std::uint32_t kMaxTargets = 1u << kTargetBits;
 
-  void reserve(std::size_t n) { heap_.reserve(n); }
-  bool empty() const { return heap_.empty(); }
-  std::size_t size() const { return heap_.size(); }
+  // A set for components 0 .. targets-1 (targets <= kMaxTargets).
+  explicit EventList(std::uint32_t targets = 1) {
+    if (targets > kMaxTargets) throw std::length_error("EventList: too many components");
+    leaves_ = std::bit_ceil(targets < 2 ? 2u : targets);
+    tree_.assign(2 * static_cast<std::size_t>(leaves_), kNone);
+  }
 
-  // time >= 0 and target < kMaxTargets.
+  bool empty() {
+    flush();
+    return tree_[1] == kNone;
+  }
+
+  // Schedules `target`'s event at `time` (>= 0), replacing any it had pending.
   void push(double time, std::uint32_t target) {
     const auto bits = std::bit_cast<std::uint64_t>(time + 0.0);  // + 0.0 turns -0.0 into 0.0
     if (next_seq_ == kMaxSeq) throw std::length_error("EventList: more than 2^40 events in one run");
-    const Key key = (static_cast<Key>(bits) << 64) | (next_seq_++ << kTargetBits) | target;
-    heap_.push_back(key);
-    sift_up(heap_.size() - 1, key);
+    if (target == popped_) popped_ = kNoTarget;
+    replay(target, (static_cast<Key>(bits) << 64) | (next_seq_++ << kTargetBits) | target);
   }
 
-  // Removes and returns the earliest event (the list must not be empty). The hole at
-  // the root moves down along the earliest child to a leaf; the last entry is then
-  // sifted up from there.
+  // Removes and returns the earliest event (the set must not be empty).
   Event pop() {
-    const Key top = heap_.front();
-    const Key last = heap_.back();
-    heap_.pop_back();
-    const std::size_t n = heap_.size();
-    if (n > 0) {
-      std::size_t i = 0;
-      for (;;) {
-        const std::size_t c = 4 * i + 1;
-        std::size_t best;
-        if (c + 3 < n) {
-          const std::size_t a = c + static_cast<std::size_t>(heap_[c + 1] < heap_[c]);
-          const std::size_t b = c + 2 + static_cast<std::size_t>(heap_[c + 3] < heap_[c + 2]);
-          best = heap_[b] < heap_[a] ? b : a;
-        } else if (c < n) {
-          best = c;
-          for (std::size_t j = c + 1; j < n; ++j) best = heap_[j] < heap_[best] ? j : best;
-        } else {
-          break;
-        }
-        heap_[i] = heap_[best];
-        i = best;
-      }
-      sift_up(i, last);
-    }
-    return {std::bit_cast<double>(static_cast<std::uint64_t>(top >> 64)),
-            static_cast<std::uint32_t>(top) & (kMaxTargets - 1)};
+    flush();
+    const Key top = tree_[1];
+    const auto target = static_cast<std::uint32_t>(top) & (kMaxTargets - 1);
+    popped_ = target;  // its leaf is cleared lazily (see flush)
+    return {std::bit_cast<double>(static_cast<std::uint64_t>(top >> 64)), target};
   }
 
  private:
   using Key = unsigned __int128;
+  static constexpr Key kNone = ~Key{0};  // no event: later than every real key
+  static constexpr std::uint32_t kNoTarget = ~std::uint32_t{0};
 
-  void sift_up(std::size_t i, Key key) {
-    while (i > 0) {
-      const std::size_t p = (i - 1) / 4;
-      if (!(key < heap_[p])) break;
-      heap_[i] = heap_[p];
-      i = p;
+  void flush() {
+    if (popped_ != kNoTarget) {
+      replay(popped_, kNone);
+      popped_ = kNoTarget;
     }
-    heap_[i] = key;
   }
 
-  std::vector<Key> heap_;
+  void replay(std::uint32_t target, Key key) {
+    std::size_t i = leaves_ + target;
+    tree_[i] = key;
+    while (i > 1) {
+      const Key sibling = tree_[i ^ 1];
+      key = sibling < key ? sibling : key;
+      i >>= 1;
+      tree_[i] = key;
+    }
+  }
+
+  std::vector<Key> tree_;  // tree_[1] is the root; leaves at [leaves_, 2 * leaves_)
+  std::uint32_t leaves_ = 0;
+  std::uint32_t popped_ = kNoTarget;
   static constexpr std::uint64_t kMaxSeq = std::uint64_t{1} << (64 - kTargetBits);
   std::uint64_t next_seq_ = 0;  // 40 bits: a trillion events per run
 };
