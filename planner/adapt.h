@@ -1,0 +1,154 @@
+// Adaptive re-planning (docs/model.md, "Adaptive re-planning"): a simulated Ada-Grouper
+// runtime that profiles its own transfers, re-evaluates the planner's candidates every R
+// iterations on the network it measured, and switches plan when the predicted gain is
+// worth the pause; compared on the same trace with static plans and a hindsight oracle.
+//
+//   AdaptResult r = run_adapt(pipeline, network, options);
+//   adapt_json(r, inputs), adapt_text(r)   (docs/formats.md, "Adaptive run")
+//
+// Also the profiling estimator itself (window_rate), shared with `plan --comm-profile`.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "planner.h"
+#include "sim.h"
+
+namespace adagrouper::planner {
+
+// --- the profiling estimator ----------------------------------------------------
+
+// One measured transfer on a channel: it started at time_s, moved `bytes` and took
+// duration_s (latency included).
+struct CommSample {
+  double time_s = 0, bytes = 0, duration_s = 0;
+};
+
+// The moving average over a profiling window (Ada-Grouper measures end-to-end transfer
+// times and averages them): over the last `window` samples, sum(bytes) over
+// sum(duration - latency), so that a transfer of the window's average size takes the
+// window's average time. Samples must be in time order.
+struct WindowRate {
+  std::size_t first = 0;   // index of the window's first sample
+  std::size_t used = 0;    // samples in the window (min(window, samples))
+  double bytes = 0;        // sum of their bytes
+  double seconds = 0;      // sum of their durations minus the latency
+  // Index of the first sample in the window whose duration is not longer than the
+  // latency (no rate explains it alone); measured files reject it, simulated
+  // observations of zero-byte messages or latency-only channels have it by nature.
+  std::optional<std::size_t> not_longer_than_latency;
+  // bytes / seconds: the rate that explains the window; nullopt when the window moved
+  // no bytes or took no time beyond the latency (nothing to estimate a rate from).
+  std::optional<double> rate() const;
+};
+WindowRate window_rate(std::span<const CommSample> samples, std::size_t window, double latency_s);
+
+// --- the controller and its comparison --------------------------------------------
+
+struct AdaptOptions {
+  double memory_limit_bytes = 0;  // per stage
+  int global_batch_size = 0;      // B (fixed; M = B / b follows the plan's b)
+  int iterations = 100;           // N, iterations of training simulated per policy
+  int replan_every = 10;          // R: decisions at iterations R, 2R, ...; also the oracle's period
+  int window = 64;                // W: transfer samples per channel in the moving average
+  double threshold = 0.02;        // switch only if the predicted gain exceeds this fraction
+  double switch_pause_s = 2.0;    // time a change of plan costs (re-planning, communicators)
+  // ... and only if the predicted saving over the next `horizon` iterations (0: the rest
+  // of the run) exceeds the pause.
+  int horizon = 0;
+  // Progress for long runs: phase ("static", "adaptive", "oracle"), work done and total
+  // (iterations simulated). Called from the calling thread, often; may be empty.
+  std::function<void(std::string_view phase, long done, long total)> progress;
+};
+
+// One iteration of one policy. `plan` indexes AdaptResult::candidates.
+struct IterationRow {
+  int iteration = 0;
+  double start_s = 0;   // absolute time at which the iteration started
+  int plan = 0;
+  double pause_s = 0;   // switch pause charged just before this iteration
+  double time_s = 0;    // the iteration's time (end minus start)
+};
+
+// What the controller estimated for one channel.
+struct ChannelEstimate {
+  int from = 0, to = 0;
+  std::size_t samples = 0;
+  std::optional<double> rate;  // bytes/s; nullopt: no rate (latency-only transfers)
+};
+
+struct Decision {
+  int iteration = 0;            // the decision is taken before this iteration starts
+  double time_s = 0;            // when (absolute)
+  std::vector<ChannelEstimate> channels;
+  int current = 0, best = 0;    // candidates
+  double current_predicted_s = 0, best_predicted_s = 0;  // on the estimated network
+  double gain = 0;              // 1 - best / current
+  bool switched = false;
+  std::string reason;
+};
+
+struct PolicyRun {
+  std::string name;         // 1f1b, dapple-b, first-window, best-static, adaptive, oracle
+  std::string description;
+  bool available = true;    // false: the baseline fits the memory limit at no b
+  std::vector<IterationRow> rows;
+  double total_time_s = 0;  // end of the last iteration: iteration times plus pauses
+  int switches = 0;
+  double pause_s = 0;       // total switch pause
+
+  double mean_iteration_time_s() const;
+};
+
+struct AdaptResult {
+  std::string pipeline;
+  int num_stages = 0;
+  AdaptOptions options;
+  // The plans every policy chooses from: the planner's evaluated candidates (the
+  // memory-limit curve and the baselines that fit). Which candidates fit depends on
+  // memory and channel capacities only, never on rates, so the set is fixed.
+  std::vector<Candidate> candidates;
+  std::vector<double> static_total_s;  // per candidate: its whole run as a static plan
+  int profile_plan = 0;                // the plan of the launch profile
+  int profile_iterations = 0;          // iterations it ran: enough to fill the window
+  std::vector<ChannelEstimate> launch_estimate;
+  int launch_plan = 0;                 // chosen on the launch profile
+  std::vector<Decision> decisions;     // the adaptive controller's, in order
+  std::vector<PolicyRun> policies;     // in the order of the summary table
+
+  const PolicyRun& policy(std::string_view name) const;
+  // total(1f1b) / total(policy); nullopt when 1F1B fits at no b.
+  std::optional<double> speedup_over_1f1b(const PolicyRun& p) const;
+};
+
+// Row callback: the policy's name, one of its rows and the row's plan, streamed in the
+// order of computation (1f1b, dapple-b, first-window, adaptive, best-static, oracle).
+using RowSink = std::function<void(const std::string& policy, const IterationRow& row, const Candidate& plan)>;
+
+// Runs every policy over options.iterations iterations of the network's traces.
+// Throws InputError for bad options (naming the option) or when nothing fits the
+// memory limit, SimError when the network cannot carry a message.
+AdaptResult run_adapt(const sim::Pipeline& pipeline, const sim::Network& network, const AdaptOptions& options,
+                      const RowSink& sink = {});
+
+// The plan as users name it: "kfkb k=3 b=1", "1f1b b=4", "dapple-b b=2", "gpipe b=1".
+std::string plan_name(const Candidate& c);
+
+// Rows file: CSV header and row, or a JSON Lines object (docs/formats.md).
+std::string rows_csv_header();
+std::string row_csv(const std::string& policy, const IterationRow& row, const Candidate& plan);
+std::string row_jsonl(const std::string& policy, const IterationRow& row, const Candidate& plan);
+
+// The adagrouper.adapt/1 summary document, and the table `adapt` prints.
+nlohmann::ordered_json adapt_json(const AdaptResult& r, const std::vector<InputFile>& inputs);
+std::string adapt_text(const AdaptResult& r);
+
+}  // namespace adagrouper::planner
