@@ -1,0 +1,24 @@
+// The modes of adagrouper-calib. Each runs on every rank of the job and returns the
+// process's exit status (0; 2 for bad input found before any device work, reported
+// once, by rank 0, on every rank's behalf).
+#pragma once
+
+#include <string>
+
+#include "options.h"
+#include "runtime.h"
+
+namespace adagrouper::calib {
+
+int run_stages(const Options& options, const Mpi& mpi, Watchdog& watchdog);
+int run_p2p(const Options& options, const Mpi& mpi, Watchdog& watchdog);
+int run_bandwidth(const Options& options, const Mpi& mpi, Watchdog& watchdog);
+
+// The median of `v` (the mean of the middle two for an even count); 0 when empty.
+double median(std::vector<double> v);
+
+// Stops every rank together when any rank's `error` is not empty: rank 0 prints the
+// first one ("adagrouper-calib MODE: ERROR") and every rank gets true.
+bool stop_on_error(const Mpi& mpi, const Options& options, const std::string& error);
+
+}  // namespace adagrouper::calib

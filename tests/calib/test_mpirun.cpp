@@ -1,0 +1,275 @@
+// adagrouper-calib with the CPU backend, end to end under mpirun: stages writes a
+// pipeline file adagrouper simulate accepts, p2p writes samples and a network file that
+// simulate and plan --comm-profile accept, and on a veth link shaped by tc the measured
+// rate is the shaping rate (skipped where network namespaces are not permitted).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "../common/cli_runner.h"
+#include "../common/test_util.h"
+#include "calib.h"
+#include "sim.h"
+#include "traces.h"
+
+namespace cal = adagrouper::calib;
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out, err;
+};
+
+// Runs a shell command from the source root, stdout and stderr captured.
+Run shell(const std::string& cmd, const fs::path& dir) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string full = "cd '" SOURCE_ROOT "' && { " + cmd + "; } >'" + out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(full.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, clirunner::slurp(out), clirunner::slurp(err)};
+}
+
+std::string mpirun(int np) {
+  return std::string("mpirun ") + (::geteuid() == 0 ? "--allow-run-as-root " : "") + "--oversubscribe -np " +
+         std::to_string(np) + " ";
+}
+
+// adagrouper-calib under mpirun -np N with the CPU backend.
+Run calib(int np, const std::string& args, const fs::path& dir) {
+  return shell(mpirun(np) + "'" CALIB_BIN "' " + args + " --backend cpu --timeout 60", dir);
+}
+
+Run cli(const std::string& args, const fs::path& dir) { return shell("'" ADAGROUPER_BIN "' " + args, dir); }
+
+std::vector<nlohmann::json> jsonl(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// The closed forms of docs/calibration.md for the fp32 toy (e = 4 bytes).
+std::uint64_t activation_closed_form(const std::string& kind, std::uint64_t b) {
+  const std::uint64_t s = 32, h = 64, f = 256, a = 4, V = 512, e = 4;
+  if (kind == "embedding") return 4 * b * s;
+  if (kind == "transformer") return e * b * s * (8 * h + 2 * f + a * s) + 16 * b * s;
+  return e * b * s * (2 * h + V) + 12 * b * s;  // head
+}
+
+// Checks a stages run of a tiny config: the pipeline file loads and simulates, times grow
+// with the micro-batch size, the layer lines have the exact form and closed-form sizes.
+void check_stages(const fs::path& out, int stages, const std::vector<int>& sizes, int repeat, const fs::path& dir) {
+  const auto pipe = adagrouper::sim::load_pipeline(out / "pipeline.json");
+  ASSERT_EQ(pipe.num_stages(), stages);
+  for (int s = 0; s < stages; ++s) {
+    const auto& prof = pipe.stages[static_cast<std::size_t>(s)].profile;
+    ASSERT_EQ(prof.size(), sizes.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(prof[i].micro_batch_size, sizes[i]);
+    // 4x or 16x the work: strictly more time, on every stage.
+    EXPECT_GT(prof.back().forward_s, prof.front().forward_s) << "stage " << s;
+    EXPECT_GT(prof.back().backward_s, prof.front().backward_s) << "stage " << s;
+    EXPECT_GT(prof.back().activation_bytes, prof.front().activation_bytes);
+    EXPECT_GT(pipe.stages[static_cast<std::size_t>(s)].static_bytes, 0);
+    if (s + 1 < stages) {
+      EXPECT_EQ(prof.front().output_bytes, 4.0 * sizes.front() * 32 * 64);
+    }
+  }
+  const std::string b = std::to_string(sizes.front());
+  const auto sim = cli("simulate --pipeline '" + (out / "pipeline.json").string() +
+                                  "' --network configs/examples/toy-net-free.json --schedule 1f1b --micro-batch-size " +
+                                  b + " --json",
+                              dir);
+  ASSERT_EQ(sim.rc, 0) << sim.err;
+  EXPECT_GT(nlohmann::json::parse(sim.out)["mean_iteration_time_s"].get<double>(), 0);
+
+  // stages.jsonl: every measurement, and the layer lines exactly as `model --measured`
+  // reads them.
+  std::ifstream in(out / "stages.jsonl");
+  std::string line;
+  int measurements = 0, layers = 0;
+  std::map<std::string, int> kinds;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "measurement") ++measurements;
+    if (j["type"] != "layer") continue;
+    ++layers;
+    EXPECT_EQ(line.rfind("{\"type\":\"layer\",\"layer\":", 0), 0u) << line;
+    std::vector<std::string> keys;
+    const auto ordered = nlohmann::ordered_json::parse(line);
+    for (const auto& [k, v] : ordered.items()) keys.push_back(k);
+    EXPECT_EQ(keys, (std::vector<std::string>{"type", "layer", "name", "micro_batch_size", "forward_s", "backward_s",
+                                              "activation_bytes", "output_bytes", "parameter_bytes"}));
+    const std::string kind = j["name"];
+    kinds[kind]++;
+    EXPECT_EQ(j["activation_bytes"].get<std::uint64_t>(),
+              activation_closed_form(kind, j["micro_batch_size"].get<std::uint64_t>()))
+        << line;
+    EXPECT_GT(j["forward_s"].get<double>(), 0);
+    EXPECT_GT(j["backward_s"].get<double>(), 0);
+  }
+  const int model_layers = stages + 2;  // one transformer layer per stage, embedding, head
+  EXPECT_EQ(layers, model_layers * static_cast<int>(sizes.size()));
+  EXPECT_EQ(measurements, model_layers * static_cast<int>(sizes.size()) * repeat);
+  EXPECT_EQ(kinds["embedding"], static_cast<int>(sizes.size()));
+  EXPECT_EQ(kinds["head"], static_cast<int>(sizes.size()));
+  for (int r = 0; r < stages; ++r) EXPECT_TRUE(fs::exists(out / "raw" / ("stages-rank-" + std::to_string(r) + ".jsonl")));
+}
+
+// Checks a p2p run: one sample file per channel with `count` rows, a network file that
+// loads with the traces library and simulates.
+void check_p2p(const fs::path& out, int stages, int count) {
+  for (int s = 0; s + 1 < stages; ++s)
+    for (const auto& [f, t] : {std::pair{s, s + 1}, std::pair{s + 1, s}}) {
+      const auto rows = adagrouper::traces::load_transfer_samples(out / cal::sample_file(f, t));
+      EXPECT_EQ(static_cast<int>(rows.size()), count) << f << "->" << t;
+    }
+  const auto net = adagrouper::sim::load_network(out / "network.json", stages, adagrouper::traces::rate_resolver());
+  for (int s = 0; s + 1 < stages; ++s) {
+    EXPECT_FALSE(net.forward[static_cast<std::size_t>(s)].unlimited);
+    EXPECT_FALSE(net.backward[static_cast<std::size_t>(s)].unlimited);
+    EXPECT_GT(net.forward[static_cast<std::size_t>(s)].rate.value_at(0.0), 0);
+  }
+}
+
+}  // namespace
+
+// The whole loop on 2 ranks: stages, then p2p with the measured messages, then simulate
+// and plan --comm-profile on what was measured.
+TEST(CalibMpirun, StagesThenP2pOnTwoRanks) {
+  testutil::TempDir dir;
+  const fs::path out = dir.path() / "out";
+  const auto st = calib(2, "stages --stages configs/calib/tiny-2stage.json -b 1 -e 16 -f 4 --repeat 3 --warmup 1 -o '" +
+                               out.string() + "'",
+                        dir.path());
+  ASSERT_EQ(st.rc, 0) << st.err;
+  EXPECT_THAT(st.out, HasSubstr("wrote"));
+  check_stages(out, 2, {1, 4, 16}, 3, dir.path());
+
+  // Messages: stage 0's output_bytes at b = 1, 4, 16 (8 KiB, 32 KiB, 128 KiB).
+  const fs::path net = dir.path() / "net";
+  const auto p2p = calib(2, "p2p --pipeline '" + (out / "pipeline.json").string() +
+                                "' --duration 0.5 --interval 0.02 -o '" + net.string() + "'",
+                         dir.path());
+  ASSERT_EQ(p2p.rc, 0) << p2p.err;
+  check_p2p(net, 2, 25);
+  const auto rows = adagrouper::traces::load_transfer_samples(net / "samples/0-1.csv");
+  EXPECT_EQ(rows[0].bytes, 8192);
+  EXPECT_EQ(rows[1].bytes, 32768);
+  EXPECT_EQ(rows[2].bytes, 131072);
+  int transfers = 0;
+  for (int r = 0; r < 2; ++r)
+    for (const auto& j : jsonl(net / "raw" / ("p2p-rank-" + std::to_string(r) + ".jsonl")))
+      transfers += j["type"] == "transfer";
+  EXPECT_EQ(transfers, 50);  // every sample was written to a raw file as it was measured
+
+  const std::string pipe = (out / "pipeline.json").string();
+  const auto sim = cli("simulate --pipeline '" + pipe + "' --network '" + (net / "network.json").string() +
+                                  "' --schedule kfkb --k 2 --micro-batch-size 4 --iterations 2",
+                              dir.path());
+  EXPECT_EQ(sim.rc, 0) << sim.err;
+  const auto plan = cli("plan --pipeline '" + pipe + "' --network '" + (net / "network.json").string() +
+                                   "' --comm-profile '" + (net / "samples.csv").string() +
+                                   "' --memory-limit 1e9 --json",
+                               dir.path());
+  ASSERT_EQ(plan.rc, 0) << plan.err;
+  EXPECT_EQ(nlohmann::json::parse(plan.out)["comm_profile"]["channels"].size(), 2u);
+}
+
+TEST(CalibMpirun, FourRanksStagesP2pContentionAndBandwidth) {
+  testutil::TempDir dir;
+  const fs::path out = dir.path() / "out";
+  // 4 ranks on however few cores: b = 1 and 16, medians of 5, so that preemption by the
+  // other ranks cannot hide 16 times the work.
+  const auto st = calib(4, "stages --stages configs/calib/tiny-4stage.json -b 1 -e 16 -f 16 --repeat 5 --warmup 1 -o '" +
+                               out.string() + "'",
+                        dir.path());
+  ASSERT_EQ(st.rc, 0) << st.err;
+  check_stages(out, 4, {1, 16}, 5, dir.path());
+
+  const fs::path net = dir.path() / "net";
+  const auto p2p = calib(4, "p2p --bytes 64K,16K --duration 0.3 --interval 0.03 --contention 0.05,0.05,16K -o '" +
+                                net.string() + "'",
+                         dir.path());
+  ASSERT_EQ(p2p.rc, 0) << p2p.err;
+  check_p2p(net, 4, 10);
+  int switches = 0;
+  for (int r = 0; r < 4; ++r)
+    for (const auto& j : jsonl(net / "raw" / ("p2p-rank-" + std::to_string(r) + ".jsonl")))
+      switches += j["type"] == "contention";
+  EXPECT_GT(switches, 0);  // the background traffic went on (and off)
+  const auto sim = cli("simulate --pipeline '" + (out / "pipeline.json").string() + "' --network '" +
+                                  (net / "network.json").string() + "' --schedule 1f1b --micro-batch-size 4",
+                              dir.path());
+  EXPECT_EQ(sim.rc, 0) << sim.err;
+
+  const auto bw = calib(4, "bandwidth -b 1K -e 64K -f 8 --iters 5 --warmup 1 -o '" + net.string() + "'", dir.path());
+  ASSERT_EQ(bw.rc, 0) << bw.err;
+  EXPECT_THAT(bw.out, HasSubstr("algbw(GB/s)"));
+  int rows = 0;
+  for (const auto& j : jsonl(net / "bandwidth.jsonl"))
+    if (j["type"] == "bandwidth") {
+      ++rows;
+      EXPECT_GT(j["time_s"].get<double>(), 0);
+    }
+  EXPECT_EQ(rows, 3);  // 1K, 8K, 64K
+}
+
+TEST(CalibMpirun, MismatchedRankCountIsOneLineBeforeAnyWork) {
+  testutil::TempDir dir;
+  const auto r = calib(2, "stages --stages configs/calib/tiny-4stage.json -o '" + (dir.path() / "o").string() + "'",
+                       dir.path());
+  EXPECT_EQ(r.rc, 2);
+  const std::string expected = "adagrouper-calib stages: configs/calib/tiny-4stage.json: 4 stages, but mpirun started 2 ranks";
+  EXPECT_THAT(r.err, HasSubstr(expected));
+  EXPECT_EQ(r.err.find(expected), r.err.rfind(expected)) << "said once: " << r.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "o"));
+  const auto p = calib(2, "p2p --pipeline configs/examples/toy-4.json --duration 1", dir.path());
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_THAT(p.err, HasSubstr("toy-4.json: 4 stages, but mpirun started 2 ranks"));
+}
+
+// Two namespaces joined by a veth pair shaped to 200 Mbit/s: the rate p2p measures on the
+// shaped channel is the shaping rate (25e6 bytes/s) within 15%.
+TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
+  testutil::TempDir dir;
+  const std::string netns = SOURCE_ROOT "/tools/netns.sh";
+  const auto check = shell("'" + netns + "' check", dir.path());
+  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  const std::string prefix = "ct" + std::to_string(::getpid() % 100000);
+  struct Chain {
+    std::string netns, prefix;
+    fs::path dir;
+    ~Chain() { shell("'" + netns + "' --prefix " + prefix + " destroy", dir); }
+  } chain{netns, prefix, dir.path()};
+  const auto made = shell("'" + netns + "' --prefix " + prefix + " create 2 && '" + netns + "' --prefix " + prefix +
+                              " rate 0 200mbit",
+                          dir.path());
+  ASSERT_EQ(made.rc, 0) << made.err;
+  const fs::path out = dir.path() / "shaped";
+  // One direction: with both, each direction's MPI handshakes queue behind the other's
+  // data in the shaped queue (docs/calibration.md). Messages of 8 MiB (0.34 s each at
+  // 200 Mbit/s), so that MPI's per-message rendezvous is a small part of each.
+  const auto r = shell("'" + netns + "' --prefix " + prefix + " mpirun -np 2 -- '" CALIB_BIN
+                       "' p2p --backend cpu --timeout 60 --bytes 8M --direction forward --warmup 1 --duration 1.6 "
+                       "--interval 0.4 -o '" + out.string() + "'",
+                       dir.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto net = adagrouper::sim::load_network(out / "network.json", 2, adagrouper::traces::rate_resolver());
+  const double latency = net.forward[0].latency_s;
+  double bytes = 0, seconds = 0;
+  for (const auto& s : adagrouper::traces::load_transfer_samples(out / "samples/0-1.csv")) {
+    bytes += s.bytes;
+    seconds += s.duration_s - latency;
+  }
+  const double rate = bytes / seconds;
+  EXPECT_NEAR(rate / 25e6, 1.0, 0.15) << "measured " << rate << " bytes/s";
+  EXPECT_TRUE(net.backward[0].unlimited);  // not recorded with --direction forward
+}

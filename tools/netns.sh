@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# A chain of network namespaces joined by shaped veth links, and an mpirun that runs
+# MPI rank r in namespace r: a one-host testbed for the calibration harness and for
+# fidelity experiments on preempted links (docs/calibration.md, "Testing on shaped links").
+#
+#   tools/netns.sh [--prefix P] check              can this machine create namespaces?
+#   tools/netns.sh [--prefix P] create N           namespaces P0 .. P(N-1) in a chain
+#   tools/netns.sh [--prefix P] destroy            remove them (and the control bridge)
+#   tools/netns.sh [--prefix P] rate I RATE [--dir both|forward|backward]
+#                                       [--burst BYTES] [--latency MS]
+#                                                  shape link I (P<I> <-> P<I+1>) with tbf;
+#                                                  RATE is tc's (200mbit, 1gbit) or `none`;
+#                                                  run again to change the rate in place
+#   tools/netns.sh [--prefix P] rate-all RATE [...]   the same for every link
+#   tools/netns.sh [--prefix P] exec R CMD ...     run CMD in namespace P<R>
+#   tools/netns.sh [--prefix P] mpirun -np N [MPIRUN-OPTION ...] -- PROGRAM [ARG ...]
+#                                                  mpirun with rank r in namespace P<r>
+#   tools/netns.sh [--prefix P] status             namespaces, addresses and qdiscs
+#
+# Layout (prefix P, default "agc"):
+#   control: bridge Pbr in the root namespace, 10.77.C.254/24; namespace r has `ctl`,
+#            10.77.C.(r+1)/24, unshaped. mpirun's daemon and PMIx talk over it. C is 0,
+#            or, when another chain's bridge has that subnet already, the highest free C
+#            above the data subnets (chains with different prefixes coexist).
+#   data:    link i joins namespace i (`next`, 10.77.(i+1).1/24) and namespace i+1
+#            (`prev`, 10.77.(i+1).2/24). MPI's tcp transport uses only these links
+#            (--mca btl tcp,self: without it, ranks on one host use shared memory and
+#            bypass the shaped links); ranks that are not neighbours reach each other
+#            through the chain (forwarding and routes are set up).
+#   shaping: `tc qdisc add dev next|prev root tbf rate RATE burst B latency L` on the
+#            sending side of the link; `rate` later uses `tc qdisc change`, so a
+#            preemption driver can change rates in place while traffic flows.
+# Needs root (or CAP_NET_ADMIN) and iproute2. At most 250 namespaces.
+set -euo pipefail
+
+prefix=agc
+die() {
+  echo "netns.sh: $*" >&2
+  exit 2
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prefix)
+      [ $# -ge 2 ] || die "--prefix needs a value"
+      prefix=$2
+      shift 2
+      ;;
+    --prefix=*)
+      prefix=${1#--prefix=}
+      shift
+      ;;
+    *) break ;;
+  esac
+done
+[[ "$prefix" =~ ^[a-z][a-z0-9]{0,7}$ ]] || die "--prefix: 1 to 8 lower-case letters and digits, starting with a letter, got '$prefix'"
+
+cmd=${1:-help}
+[ $# -gt 0 ] && shift
+
+# Namespaces of this prefix, in rank order.
+namespaces() {
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix}[0-9]+$" | sed "s/^${prefix}//" | sort -n |
+    sed "s/^/${prefix}/" || true
+}
+count() { namespaces | wc -l; }
+
+need_ns() {
+  local n
+  n=$(count)
+  [ "$n" -ge 2 ] || die "no chain with prefix '$prefix' (run: tools/netns.sh --prefix $prefix create N)"
+  echo "$n"
+}
+
+# rate_bytes RATE: tc's rate string in bytes per second (integer), or dies.
+rate_bytes() {
+  local r=$1 num unit
+  [[ "$r" =~ ^([0-9]+)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps)?$ ]] ||
+    die "rate: '$r' is not a rate like 200mbit, 1gbit or 500kbit"
+  num=${BASH_REMATCH[1]}
+  unit=${BASH_REMATCH[2]:-bit}
+  case "$unit" in
+    bit) echo $((num / 8)) ;;
+    kbit) echo $((num * 1000 / 8)) ;;
+    mbit) echo $((num * 1000000 / 8)) ;;
+    gbit) echo $((num * 1000000000 / 8)) ;;
+    tbit) echo $((num * 1000000000000 / 8)) ;;
+    bps) echo "$num" ;;
+    kbps) echo $((num * 1000)) ;;
+    mbps) echo $((num * 1000000)) ;;
+    gbps) echo $((num * 1000000000)) ;;
+  esac
+}
+
+# shape NS DEV RATE BURST LATENCY_MS: tbf on DEV's egress, added or changed in place.
+shape() {
+  local ns=$1 dev=$2 rate=$3 burst=$4 latency=$5
+  if [ "$rate" = none ]; then
+    ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
+    return 0
+  fi
+  local verb=add
+  if ip netns exec "$ns" tc qdisc show dev "$dev" root | grep -q '^qdisc tbf'; then verb=change; fi
+  ip netns exec "$ns" tc qdisc "$verb" dev "$dev" root tbf rate "$rate" burst "$burst" latency "${latency}ms"
+}
+
+do_rate() {
+  local link=$1 rate=$2
+  shift 2
+  local dir=both burst="" latency=50
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --dir) dir=${2:-}; shift 2 ;;
+      --burst) burst=${2:-}; shift 2 ;;
+      --latency) latency=${2:-}; shift 2 ;;
+      *) die "rate: unknown option '$1' (--dir, --burst, --latency)" ;;
+    esac
+  done
+  case "$dir" in both | forward | backward) ;; *) die "rate: --dir must be both, forward or backward, got '$dir'" ;; esac
+  [[ "$latency" =~ ^[0-9]+$ ]] || die "rate: --latency is in whole milliseconds, got '$latency'"
+  if [ "$rate" != none ]; then
+    local bps
+    bps=$(rate_bytes "$rate")
+    [ "$bps" -gt 0 ] || die "rate: must be > 0 (use 'none' to remove the shaping), got '$rate'"
+    if [ -z "$burst" ]; then
+      # At least 32 kbit (4 KiB) and one millisecond of traffic: tbf needs a bucket of at
+      # least rate / HZ to reach its rate.
+      burst=$((bps / 1000))
+      [ "$burst" -ge 4096 ] || burst=4096
+    fi
+    [[ "$burst" =~ ^[0-9]+$ ]] || die "rate: --burst is in bytes, got '$burst'"
+  fi
+  local n
+  n=$(need_ns)
+  [[ "$link" =~ ^[0-9]+$ ]] && [ "$link" -lt $((n - 1)) ] ||
+    die "rate: link '$link' does not exist (links 0 .. $((n - 2)) join namespace i and i+1)"
+  if [ "$dir" != backward ]; then shape "${prefix}${link}" next "$rate" "$burst" "$latency"; fi
+  if [ "$dir" != forward ]; then shape "${prefix}$((link + 1))" prev "$rate" "$burst" "$latency"; fi
+}
+
+do_create() {
+  local n=${1:-}
+  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 250 ] || die "create: N must be 2 .. 250, got '${n}'"
+  [ "$(count)" -eq 0 ] || die "create: namespaces with prefix '$prefix' exist already (tools/netns.sh --prefix $prefix destroy)"
+  # Undo a half-made chain on any failure.
+  trap 'echo "netns.sh: create failed; removing what it made" >&2; do_destroy >/dev/null 2>&1 || true' ERR
+  local br=${prefix}br r i c=""
+  # The control subnet: 10.77.0.0/24 unless another chain uses it (then the highest free
+  # 10.77.C.0/24 with C >= N, clear of this chain's data subnets 10.77.1 .. N-1).
+  local used
+  used=$(ip -4 -o addr show 2>/dev/null | awk '{print $4}' | sed -n 's/^10\.77\.\([0-9]*\)\..*/\1/p' | sort -u)
+  for cand in 0 $(seq 254 -1 "$n"); do
+    if ! grep -qx "$cand" <<<"$used"; then
+      c=$cand
+      break
+    fi
+  done
+  [ -n "$c" ] || die "create: no free 10.77.C.0/24 control subnet"
+  ip link add "$br" type bridge
+  ip addr add "10.77.${c}.254/24" dev "$br"
+  ip link set "$br" up
+  for ((r = 0; r < n; r++)); do
+    local ns=${prefix}${r}
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip netns exec "$ns" sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
+    ip link add "${prefix}c${r}" type veth peer name "${prefix}x${r}"
+    ip link set "${prefix}c${r}" master "$br" up
+    ip link set "${prefix}x${r}" netns "$ns"
+    ip -n "$ns" link set "${prefix}x${r}" name ctl
+    ip -n "$ns" addr add "10.77.${c}.$((r + 1))/24" dev ctl
+    ip -n "$ns" link set ctl up
+  done
+  for ((i = 0; i + 1 < n; i++)); do
+    local a=${prefix}${i} b=${prefix}$((i + 1))
+    ip link add "${prefix}a${i}" type veth peer name "${prefix}b${i}"
+    ip link set "${prefix}a${i}" netns "$a"
+    ip link set "${prefix}b${i}" netns "$b"
+    ip -n "$a" link set "${prefix}a${i}" name next
+    ip -n "$b" link set "${prefix}b${i}" name prev
+    ip -n "$a" addr add "10.77.$((i + 1)).1/24" dev next
+    ip -n "$b" addr add "10.77.$((i + 1)).2/24" dev prev
+    ip -n "$a" link set next up
+    ip -n "$b" link set prev up
+  done
+  # Routes along the chain, so that ranks that are not neighbours reach each other
+  # over the data links (MPI's collectives need every pair).
+  for ((r = 0; r < n; r++)); do
+    local ns=${prefix}${r} j
+    for ((j = 1; j < n; j++)); do
+      # Subnet 10.77.j.0/24 is link j-1 (namespaces j-1 and j).
+      if [ $((j - 1)) -gt "$r" ]; then
+        ip -n "$ns" route add "10.77.${j}.0/24" via "10.77.$((r + 1)).2" dev next
+      elif [ "$j" -lt "$r" ]; then
+        ip -n "$ns" route add "10.77.${j}.0/24" via "10.77.${r}.1" dev prev
+      fi
+    done
+  done
+  trap - ERR
+  echo "netns.sh: made namespaces ${prefix}0 .. ${prefix}$((n - 1)), links 0 .. $((n - 2)) (unshaped), control 10.77.${c}.0/24"
+}
+
+do_destroy() {
+  local ns
+  for ns in $(namespaces); do ip netns del "$ns"; done
+  if ip link show "${prefix}br" >/dev/null 2>&1; then ip link del "${prefix}br"; fi
+  # Control veths whose namespace side was never moved (a failed create).
+  local l
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' |
+    grep -E "^${prefix}[acbx][0-9]+$" || true); do
+    ip link del "$l" 2>/dev/null || true
+  done
+}
+
+do_check() {
+  [ -x "$(command -v ip)" ] || { echo "netns.sh: iproute2 (ip) is not installed" >&2; exit 1; }
+  [ -x "$(command -v tc)" ] || { echo "netns.sh: tc (iproute2) is not installed" >&2; exit 1; }
+  local probe=${prefix}probe$$
+  if ! ip netns add "$probe" 2>/dev/null; then
+    echo "netns.sh: cannot create network namespaces here (needs root or CAP_NET_ADMIN)" >&2
+    exit 1
+  fi
+  local ok=0
+  if ip link add "${prefix}pa$$" type veth peer name "${prefix}pb$$" 2>/dev/null; then
+    ip link set "${prefix}pa$$" netns "$probe" 2>/dev/null &&
+      ip -n "$probe" link set "${prefix}pa$$" up 2>/dev/null &&
+      ip netns exec "$probe" tc qdisc add dev "${prefix}pa$$" root tbf rate 200mbit burst 32kbit latency 50ms \
+        2>/dev/null && ok=1
+    ip link del "${prefix}pb$$" 2>/dev/null || true
+  fi
+  ip netns del "$probe" 2>/dev/null || true
+  if [ "$ok" -ne 1 ]; then
+    echo "netns.sh: namespaces work, but veth pairs or tbf shaping do not (kernel modules veth, sch_tbf?)" >&2
+    exit 1
+  fi
+  echo "netns.sh: network namespaces, veth pairs and tbf shaping work"
+}
+
+do_mpirun() {
+  local np=""
+  local args=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --) shift; break ;;
+      -np | -n | --np)
+        np=${2:-}
+        args+=("$1" "$np")
+        shift 2
+        ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  [ $# -gt 0 ] || die "mpirun: give the program after --: tools/netns.sh mpirun -np N -- PROGRAM ARGS"
+  local n
+  n=$(need_ns)
+  [[ "$np" =~ ^[0-9]+$ ]] || die "mpirun: give -np N"
+  [ "$np" -le "$n" ] || die "mpirun: -np $np, but the chain has only $n namespaces"
+  local ctl
+  ctl=$(ip -4 -o addr show dev "${prefix}br" 2>/dev/null | awk '{print $4}' | sed -n 's/^\(10\.77\.[0-9]*\)\.254\/24$/\1.0\/24/p')
+  [ -n "$ctl" ] || die "mpirun: the control bridge ${prefix}br has no 10.77.C.254/24 address (tools/netns.sh --prefix $prefix create N)"
+  local self
+  self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+  local root=()
+  [ "$(id -u)" -ne 0 ] || root=(--allow-run-as-root)
+  # btl_tcp_if_include is set per rank by rank-exec (its own data links only: a subnet
+  # that a namespace lacks makes Open MPI warn).
+  PMIX_MCA_ptl_tcp_if_include=$ctl exec mpirun "${root[@]}" --oversubscribe \
+    -x PMIX_MCA_ptl_tcp_if_include \
+    --mca oob_tcp_if_include "$ctl" \
+    --mca btl tcp,self \
+    "${args[@]}" "$self" --prefix "$prefix" rank-exec "$@"
+}
+
+do_rank_exec() {
+  local r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-}}
+  [ -n "$r" ] || die "rank-exec: not started by mpirun (no OMPI_COMM_WORLD_RANK)"
+  local n
+  n=$(count)
+  [ "$r" -lt "$n" ] || die "rank-exec: rank $r, but the chain has only $n namespaces"
+  local subnets=""
+  [ "$r" -eq 0 ] || subnets="10.77.${r}.0/24"
+  [ "$r" -eq $((n - 1)) ] || subnets+="${subnets:+,}10.77.$((r + 1)).0/24"
+  OMPI_MCA_btl_tcp_if_include=$subnets exec ip netns exec "${prefix}${r}" "$@"
+}
+
+case "$cmd" in
+  check) do_check ;;
+  create) do_create "$@" ;;
+  destroy) do_destroy ;;
+  rate)
+    [ $# -ge 2 ] || die "rate: give LINK RATE (e.g. rate 0 200mbit)"
+    do_rate "$@"
+    ;;
+  rate-all)
+    [ $# -ge 1 ] || die "rate-all: give RATE (e.g. rate-all 200mbit)"
+    n=$(need_ns)
+    for ((i = 0; i + 1 < n; i++)); do do_rate "$i" "$@"; done
+    ;;
+  exec)
+    [ $# -ge 2 ] || die "exec: give R CMD ..."
+    r=$1
+    shift
+    exec ip netns exec "${prefix}${r}" "$@"
+    ;;
+  mpirun) do_mpirun "$@" ;;
+  rank-exec) do_rank_exec "$@" ;;
+  status)
+    for ns in $(namespaces); do
+      echo "== $ns"
+      ip -n "$ns" -br addr
+      ip netns exec "$ns" tc qdisc show | grep -v 'noqueue' || true
+    done
+    ;;
+  help | -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown command '$cmd' (check, create, destroy, rate, rate-all, exec, mpirun, status)" ;;
+esac
