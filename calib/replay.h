@@ -1,0 +1,132 @@
+// `adagrouper-calib replay`: run a plan for real and measure it (docs/fidelity.md).
+//
+// Under mpirun, one rank per stage, each rank executes its device program from the plan
+// JSON (`adagrouper plan --output`) for warm-up plus measured iterations: compute ops
+// take the profile's duration for the stage and micro-batch size, sends and recvs move
+// the planned bytes over MPI on their own threads, and every op's start and end are
+// recorded on clocks aligned to rank 0. Rank 0 turns the records into a sim::SimResult
+// and writes the same summary JSON and Perfetto timeline as `adagrouper simulate`, so
+// that `adagrouper compare` can hold the prediction against the measurement.
+//
+// This header has the parts that need no MPI (reading the plan, indexing the programs,
+// building the measured result), so that they are tested on their own.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner.h"
+#include "sim.h"
+
+namespace adagrouper::calib {
+
+// What to replay: one candidate of a plan, with its device programs and the stage
+// parameters (durations, bytes) at its micro-batch size.
+struct ReplayPlan {
+  std::string source;                       // the plan file
+  std::string pipeline_source;              // the pipeline file the durations come from
+  std::string pipeline;                     // its name
+  int stages = 0;
+  int global_batch_size = 0;
+  std::optional<double> memory_limit_bytes;
+  std::string schedule;                     // kfkb, 1f1b, dapple-b, gpipe
+  int k = 0;
+  int micro_batch_size = 0;
+  int micro_batches = 0;
+  bool chosen = false;                      // the plan's chosen candidate
+  std::optional<double> predicted_iteration_time_s;
+  std::vector<sim::StageParams> params;     // per stage, at micro_batch_size
+  std::vector<planner::DeviceProgram> programs;  // per stage, in issue order
+};
+
+struct ReplayPlanOptions {
+  std::string pipeline_path;      // empty: the plan's `inputs` entry with role "pipeline"
+  std::optional<int> candidate;   // index into `candidates`; none: the chosen plan
+};
+
+// Reads the plan. The chosen candidate's programs are the plan's `devices`, checked
+// with planner::validate_programs; another candidate's are made by the planner's own
+// device_programs from its schedule, k and b. Throws InputError naming the file and
+// the field.
+ReplayPlan load_replay_plan(const std::string& plan_path, const ReplayPlanOptions& options);
+
+// One stage's program, indexed for execution: the compute ops in order, each with the
+// recv that brings its input and the send that carries its output, and the sends and
+// recvs in issue order.
+struct StageProgram {
+  struct Compute {
+    sim::Op op;
+    double duration_s = 0;   // nominal, from the profile
+    int input = -1;          // index into recvs, -1: none (F on stage 0, B on the last stage)
+    int output = -1;         // index into sends, -1: none
+  };
+  struct Message {
+    int peer = 0;
+    int tag = 0;
+    int micro_batch = 0;
+    std::size_t bytes = 0;
+    int side = 0;            // 0: the channel with stage - 1, 1: with stage + 1
+    int position = 0;        // index among this side's messages in this direction
+    int compute = 0;         // the compute op that produces (sends) or consumes (recvs) it
+  };
+  int stage = 0;
+  std::vector<Compute> compute;
+  std::vector<Message> sends, recvs;
+  int sends_per_side[2] = {0, 0};
+  int recvs_per_side[2] = {0, 0};
+};
+
+// Indexes stage s's program; throws InputError (naming the plan file, the stage and the
+// entry) when a compute op's input or output is missing, repeated or of the wrong size.
+StageProgram index_program(const ReplayPlan& plan, int stage);
+
+// What one rank measured, in seconds on the aligned clock, for all iterations run
+// (warm-up included), flat: [iteration * count + index].
+struct RankRecord {
+  std::vector<double> op_start, op_end;       // per compute op
+  std::vector<double> send_post, send_done;   // per send: posted (Isend) and completed locally
+  std::vector<double> recv_post, recv_done;   // per recv: posted (Irecv) and data arrived
+  std::vector<double> iteration_end;          // per iteration: last op end + optimizer step
+};
+
+struct Measurements {
+  int warmup = 0;                     // iterations run before the measured ones
+  int iterations = 0;                 // measured iterations
+  std::vector<double> boundaries;     // T_0 .. T_{warmup+iterations}, aligned clock
+  double start_time_s = 0;            // what the measured iteration 0 start is called
+  std::vector<RankRecord> ranks;      // one per stage
+};
+
+// The measured run as a SimResult: iteration i (after the warm-up) runs from
+// boundaries[warmup + i] to boundaries[warmup + i + 1]; times are moved so that it
+// starts at start_time_s. Busy, bubble, optimizer time, in-flight micro-batches,
+// memory (static + activations in flight + arrived, unconsumed messages, from the
+// measured times), channel busy time and queue depth follow the simulator's
+// definitions. A transfer runs from max(its post, the end of the previous transfer on
+// its channel) to its arrival. With `timeline`, the Timeline as the simulator records it.
+sim::SimResult measured_result(const ReplayPlan& plan, const std::vector<StageProgram>& programs,
+                               const Measurements& m, bool timeline);
+
+// Checks that the records are those of the plan executed as written: on each stream the
+// ops ran one after the other in the program's order, every compute op started after
+// its input arrived and every transfer arrived after its send started (with the n-th
+// send of a channel paired with the receiver's n-th recv), within `tolerance_s` of
+// clock alignment. Returns the problems found (empty: none).
+std::vector<std::string> check_measurements(const std::vector<StageProgram>& programs, const Measurements& m,
+                                            double tolerance_s);
+
+// The measured op durations as a stage timing trace (`simulate --stage-trace`):
+// iteration,stage,micro_batch,phase,duration_s for the measured iterations.
+std::string stage_trace_csv(const std::vector<StageProgram>& programs, const Measurements& m);
+
+class Mpi;
+
+// The `replay` mode of adagrouper-calib (needs MPI): parses its options (argv[0] is
+// "replay"), runs, writes the outputs on rank 0. Returns the exit status: 0, 1 when the
+// records are inconsistent, 2 for bad input (said once, by rank 0); a failure in the
+// middle of the run aborts the job.
+int replay_main(const Mpi& mpi, int argc, char** argv);
+
+}  // namespace adagrouper::calib

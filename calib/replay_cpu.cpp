@@ -1,0 +1,112 @@
+#include "replay_cpu.h"
+
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <climits>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace adagrouper::calib {
+
+namespace {
+
+// Sleeps with a 1 us timer slack (the default 50 us would blur every wake-up).
+void nap_until(double t) {
+  thread_local bool slack_set = false;
+  if (!slack_set) {
+    ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    slack_set = true;
+  }
+  // now_s() is std::chrono::steady_clock, which is CLOCK_MONOTONIC on Linux.
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(std::floor(t));
+  ts.tv_nsec = static_cast<long>((t - std::floor(t)) * 1e9);
+  while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+constexpr double kSpinS = 200e-6;   // the end of a compute op is spun, not slept
+constexpr double kPollS = 20e-6;    // MPI_Test period of a transfer in flight
+
+}  // namespace
+
+std::function<void(Kernels&)> cpu_compute_task(double seconds) {
+  return [seconds](Kernels&) {
+    const double end = now_s() + seconds;
+    if (seconds > kSpinS) nap_until(end - kSpinS);
+    while (now_s() < end) {
+    }
+  };
+}
+
+CpuReplayLinks::CpuReplayLinks(const Mpi& mpi, Watchdog& dog, const std::vector<ChannelSpec>& specs,
+                               std::size_t max_bytes)
+    : mpi_(mpi), dog_(dog), ends_(specs.size()) {
+  const int me = mpi.rank();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const ChannelSpec& s = specs[i];
+    const bool member = me == s.from || me == s.to;
+    // In each communicator the sender is rank 0, the receiver rank 1.
+    MPI_Comm comm = mpi.split(member ? static_cast<int>(i) : MPI_UNDEFINED, me == s.from ? 0 : 1);
+    if (!member) continue;
+    End& e = ends_[i];
+    e.comm = comm;
+    e.sender = me == s.from;
+    e.peer = e.sender ? s.to : s.from;
+    e.buffer.assign(std::max<std::size_t>(max_bytes, 1), 0);
+  }
+}
+
+CpuReplayLinks::~CpuReplayLinks() {
+  for (End& e : ends_) mpi_.free(e.comm);
+}
+
+CpuReplayLinks::End& CpuReplayLinks::end(std::size_t i, bool send, std::size_t bytes) {
+  if (i >= ends_.size() || ends_[i].comm == MPI_COMM_NULL || ends_[i].sender != send)
+    fail_call(mpi_.id(), send ? "replay send" : "replay recv",
+              fmt::format("this rank is not the {} of channel {}", send ? "sender" : "receiver", i));
+  if (bytes > ends_[i].buffer.size() || bytes > static_cast<std::size_t>(INT_MAX))
+    fail_call(mpi_.id(), send ? "replay send" : "replay recv",
+              fmt::format("{} bytes on channel {}, whose buffer holds {}", bytes, i, ends_[i].buffer.size()));
+  return ends_[i];
+}
+
+std::function<void(Kernels&)> CpuReplayLinks::send_task(std::size_t i, std::size_t bytes) {
+  End& e = end(i, true, bytes);
+  return [this, &e, bytes](Kernels&) { transfer(e, bytes); };
+}
+
+std::function<void(Kernels&)> CpuReplayLinks::recv_task(std::size_t i, std::size_t bytes) {
+  End& e = end(i, false, bytes);
+  return [this, &e, bytes](Kernels&) { transfer(e, bytes); };
+}
+
+void CpuReplayLinks::transfer(End& e, std::size_t bytes) {
+  const char* call = e.sender ? "MPI_Isend" : "MPI_Irecv";
+  auto guard = dog_.guard(call, e.peer);
+  MPI_Request req = MPI_REQUEST_NULL;
+  const int n = static_cast<int>(bytes);
+  if (e.sender) {
+    mpi_.check(MPI_Isend(e.buffer.data(), n, MPI_BYTE, 1, 0, e.comm, &req), call);
+  } else {
+    mpi_.check(MPI_Irecv(e.buffer.data(), n, MPI_BYTE, 0, 0, e.comm, &req), call);
+  }
+  MPI_Status status;
+  int done = 0;
+  for (;;) {
+    mpi_.check(MPI_Test(&req, &done, &status), "MPI_Test");
+    if (done) break;
+    nap_until(now_s() + kPollS);
+  }
+  if (!e.sender) {
+    int got = 0;
+    mpi_.check(MPI_Get_count(&status, MPI_BYTE, &got), "MPI_Get_count");
+    if (got != n)
+      fail_call(mpi_.id(), "MPI_Irecv",
+                fmt::format("a message of {} bytes from rank {} where the plan says {}", got, e.peer, n));
+  }
+}
+
+}  // namespace adagrouper::calib

@@ -1,0 +1,60 @@
+// The CPU backend's replay work (docs/fidelity.md): what runs on the CPU streams'
+// worker threads (Stream::submit) in place of the backend's busy kernel and blocking
+// channel calls, so that the replay leaves the CPU to the other ranks on the same host.
+//
+//   compute op: sleeps until 200 us before its end, then spins to the end: it lasts its
+//               duration to a few microseconds and occupies no core while it waits;
+//   send/recv:  MPI_Isend / MPI_Irecv on a communicator of the channel's two ranks,
+//               completed by MPI_Test every 20 us (a short sleep in between): separate
+//               send and recv threads (the streams' workers) under MPI_THREAD_MULTIPLE.
+//
+// A busy spin and blocking MPI calls (what the backend's own Stream::busy and Channel do)
+// poll a core each; with several ranks on one host, they take turns on the cores and
+// every op ends a scheduler time slice late.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <mpi.h>
+
+#include "backend.h"
+#include "runtime.h"
+
+namespace adagrouper::calib {
+
+// Work for the compute stream: ends `seconds` after it starts.
+std::function<void(Kernels&)> cpu_compute_task(double seconds);
+
+// Directed channels between ranks, each over a communicator of its own (collective:
+// every rank constructs it with the same specs), used from stream workers.
+class CpuReplayLinks {
+ public:
+  CpuReplayLinks(const Mpi& mpi, Watchdog& watchdog, const std::vector<ChannelSpec>& specs, std::size_t max_bytes);
+  ~CpuReplayLinks();
+  CpuReplayLinks(const CpuReplayLinks&) = delete;
+  CpuReplayLinks& operator=(const CpuReplayLinks&) = delete;
+
+  // Work for a send (recv) stream: moves `bytes` over channel specs[i], of which this
+  // rank is the sender (receiver).
+  std::function<void(Kernels&)> send_task(std::size_t i, std::size_t bytes);
+  std::function<void(Kernels&)> recv_task(std::size_t i, std::size_t bytes);
+
+ private:
+  struct End {
+    MPI_Comm comm = MPI_COMM_NULL;
+    bool sender = false;
+    int peer = -1;  // the other end's world rank
+    std::vector<char> buffer;
+  };
+  End& end(std::size_t i, bool send, std::size_t bytes);
+  void transfer(End& end, std::size_t bytes);
+
+  const Mpi& mpi_;
+  Watchdog& dog_;
+  std::vector<End> ends_;  // one per spec (comm null where this rank is no end)
+};
+
+}  // namespace adagrouper::calib

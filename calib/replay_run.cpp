@@ -1,0 +1,571 @@
+// `adagrouper-calib replay`: executing a plan's device programs on the backend's streams
+// (calib/backend.h) and measuring them (calib/replay.h, docs/fidelity.md).
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "replay.h"
+#include "replay_cpu.h"
+#include "runtime.h"
+
+namespace adagrouper::calib {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kReplayHelp = R"(Usage: mpirun -np S adagrouper-calib replay --plan PLAN.json [--candidate I]
+                       [--pipeline P] [--iterations n] [--warmup w] [--backend cpu|cuda]
+                       [--streams plan|channel] [--time-origin T] [--start-at T] [--timeout SEC]
+                       [--output FILE] [--timeline FILE] [--stage-trace FILE] [--raw FILE]
+                       [--json]
+
+Runs a plan for real, one MPI rank per stage, and measures it. Each rank executes its
+device program from the plan (`adagrouper plan --output`) for w warm-up and n measured
+iterations: forward and backward ops are busy kernels that last the profile's duration
+for the stage and micro-batch size (cpu: a wait on the compute stream's thread; cuda: a
+busy kernel on the GPU), sends and recvs move the planned bytes on their own streams
+(cpu: MPI point-to-point from separate threads; cuda: NCCL), in the program's issue
+order on each stream, one communicator per pair and direction. The optimizer step
+(the pipeline's optimizer_s) ends each iteration on every stage, and stage 0 starts the
+next iteration when every stage has finished the last one (a small message from each
+stage), as the simulator's iterations do.
+
+Every op's start and end is recorded with the backend's events on clocks aligned to
+rank 0 (a barrier, then the offset of each rank's clock from the fastest of 16
+ping-pongs with rank 0, applied when the ranks run on different hosts). Rank 0 writes
+what `adagrouper simulate` writes for the same schedule: the summary JSON, with the
+same fields, and the Perfetto timeline, so that `adagrouper compare --predicted
+SIM.json --measured RUN.json` holds the prediction against the measurement. Iteration
+i runs from T_i to T_{i+1} = the latest end of a stage's last op and optimizer step.
+
+Inputs: the plan JSON (docs/formats.md "Plan JSON"); the pipeline file it names in
+`inputs` (or --pipeline) gives the durations. Without --candidate the chosen plan's own
+`devices` programs run; --candidate I replays candidate I of the plan, with the
+programs the planner makes for its schedule, k and micro-batch size.
+Outputs (rank 0; docs/formats.md "Measured files"): --output the summary JSON,
+--timeline the Perfetto JSON, --stage-trace the measured op durations as a stage
+timing trace (`simulate --stage-trace`), --raw one JSON line per executed op.
+Exit status: 0 ok, 2 bad input (the plan, a rank count that is not the plan's stages),
+1 other failures (an MPI, CUDA or NCCL call, a timeout).
+
+Example:
+  adagrouper plan --pipeline configs/fidelity/pipeline-2.json \
+      --network configs/fidelity/net-200mbit.json --output plan.json
+  mpirun -np 2 adagrouper-calib replay --plan plan.json --iterations 5 \
+      --output run.json --timeline run.trace.json
+
+Options)";
+
+struct ReplayOptions {
+  std::string plan, pipeline;
+  std::optional<int> candidate;
+  int iterations = 5, warmup = 1;
+  std::string backend = "cpu", streams = "plan";
+  std::optional<double> time_origin, start_at;
+  double timeout_s = 120;
+  std::string output, timeline, stage_trace, raw;
+  bool json = false;
+};
+
+// Throws InputError for an option that is wrong on its own; returns nullopt after --help.
+std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
+  po::options_description opts(kReplayHelp);
+  // clang-format off
+  opts.add_options()
+    ("help,h", "show this help")
+    ("plan", po::value<std::string>()->value_name("FILE"), "plan JSON (required)")
+    ("candidate", po::value<int>()->value_name("I"), "replay candidate I of the plan (default: the chosen plan)")
+    ("pipeline", po::value<std::string>()->value_name("FILE"),
+       "pipeline file for the durations and bytes (default: the plan's inputs entry with role pipeline)")
+    ("iterations,n", po::value<int>()->default_value(5)->value_name("n"), "measured iterations")
+    ("warmup,w", po::value<int>()->default_value(1)->value_name("w"),
+       "iterations run first and not reported (connections, caches, TCP windows)")
+    ("backend", po::value<std::string>()->default_value("cpu")->value_name("cpu|cuda"),
+       "cpu: MPI point-to-point and host threads; cuda: NCCL and a busy kernel on the rank's GPU")
+    ("streams", po::value<std::string>()->default_value("plan")->value_name("plan|channel"),
+       "plan: one send and one recv stream per stage, as the plan says; channel: one stream per channel "
+       "end, so that a slow transfer from one neighbour does not hold up the other (the simulator's model)")
+    ("time-origin", po::value<double>()->value_name("T"),
+       "Unix time (s) that is time 0 of the traces: start_time_s in the summary is the measured iteration 0's "
+       "start minus T (default: start_time_s 0)")
+    ("start-at", po::value<double>()->value_name("T"),
+       "Unix time (s) at which stage 0 starts the first (warm-up) iteration, not before (default: as soon as "
+       "every rank is ready); with a trace played on the links, every run then starts at the same point of it")
+    ("timeout", po::value<double>()->default_value(120)->value_name("SEC"),
+       "abort the job when a wait takes longer (0: never)")
+    ("output,o", po::value<std::string>()->value_name("FILE"), "write the measured summary JSON to FILE")
+    ("timeline", po::value<std::string>()->value_name("FILE"), "write the measured Perfetto timeline to FILE")
+    ("stage-trace", po::value<std::string>()->value_name("FILE"),
+       "write the measured op durations as CSV iteration,stage,micro_batch,phase,duration_s")
+    ("raw", po::value<std::string>()->value_name("FILE"),
+       "write one JSON line per executed op (stage, iteration, kind, micro-batch, peer, bytes, start_s, end_s)")
+    ("json", po::bool_switch(), "print the summary JSON on stdout instead of the human summary");
+  // clang-format on
+  po::variables_map vm;
+  po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    if (print_help) std::cout << opts << '\n';
+    return std::nullopt;
+  }
+  ReplayOptions o;
+  if (!vm.count("plan")) throw InputError("--plan: missing (see adagrouper-calib replay --help)");
+  o.plan = vm["plan"].as<std::string>();
+  if (vm.count("pipeline")) o.pipeline = vm["pipeline"].as<std::string>();
+  if (vm.count("candidate")) o.candidate = vm["candidate"].as<int>();
+  o.iterations = vm["iterations"].as<int>();
+  o.warmup = vm["warmup"].as<int>();
+  if (o.iterations < 1) throw InputError(fmt::format("--iterations: must be >= 1, got {}", o.iterations));
+  if (o.warmup < 0) throw InputError(fmt::format("--warmup: must be >= 0, got {}", o.warmup));
+  if (o.iterations + o.warmup > 100000) throw InputError("--iterations: at most 100000 iterations with the warm-up");
+  o.backend = vm["backend"].as<std::string>();
+  if (o.backend != "cpu" && o.backend != "cuda")
+    throw InputError(fmt::format("--backend: must be cpu or cuda, got '{}'", o.backend));
+  o.streams = vm["streams"].as<std::string>();
+  if (o.streams != "plan" && o.streams != "channel")
+    throw InputError(fmt::format("--streams: must be plan or channel, got '{}'", o.streams));
+  if (vm.count("time-origin")) {
+    o.time_origin = vm["time-origin"].as<double>();
+    if (!std::isfinite(*o.time_origin)) throw InputError("--time-origin: must be a finite Unix time");
+  }
+  if (vm.count("start-at")) {
+    o.start_at = vm["start-at"].as<double>();
+    if (!std::isfinite(*o.start_at)) throw InputError("--start-at: must be a finite Unix time");
+  }
+  o.timeout_s = vm["timeout"].as<double>();
+  if (!(o.timeout_s >= 0)) throw InputError("--timeout: must be >= 0");
+  if (vm.count("output")) o.output = vm["output"].as<std::string>();
+  if (vm.count("timeline")) o.timeline = vm["timeline"].as<std::string>();
+  if (vm.count("stage-trace")) o.stage_trace = vm["stage-trace"].as<std::string>();
+  if (vm.count("raw")) o.raw = vm["raw"].as<std::string>();
+  o.json = vm["json"].as<bool>();
+  return o;
+}
+
+// Offset of this rank's clock from rank 0's (local - rank 0), from the fastest of
+// `rounds` ping-pongs: rank 0 stamps t0, the rank answers with its time tr, rank 0
+// stamps t1; the offset is tr - (t0 + t1) / 2 for the round with the smallest t1 - t0.
+double clock_offset(const Mpi& mpi, int rounds) {
+  constexpr int kTag = 31000;
+  double offset = 0;
+  for (int r = 1; r < mpi.size(); ++r) {
+    if (mpi.rank() == 0) {
+      double best_rtt = std::numeric_limits<double>::infinity(), best = 0;
+      for (int i = 0; i < rounds; ++i) {
+        const double t0 = now_s();
+        double tr = 0;
+        mpi.check(MPI_Send(&t0, 1, MPI_DOUBLE, r, kTag, mpi.world()), "MPI_Send");
+        mpi.check(MPI_Recv(&tr, 1, MPI_DOUBLE, r, kTag, mpi.world(), MPI_STATUS_IGNORE), "MPI_Recv");
+        const double t1 = now_s();
+        if (t1 - t0 < best_rtt) {
+          best_rtt = t1 - t0;
+          best = tr - 0.5 * (t0 + t1);
+        }
+      }
+      mpi.check(MPI_Send(&best, 1, MPI_DOUBLE, r, kTag, mpi.world()), "MPI_Send");
+    } else if (mpi.rank() == r) {
+      for (int i = 0; i < rounds; ++i) {
+        double t0 = 0;
+        mpi.check(MPI_Recv(&t0, 1, MPI_DOUBLE, 0, kTag, mpi.world(), MPI_STATUS_IGNORE), "MPI_Recv");
+        const double tr = now_s();
+        mpi.check(MPI_Send(&tr, 1, MPI_DOUBLE, 0, kTag, mpi.world()), "MPI_Send");
+      }
+      mpi.check(MPI_Recv(&offset, 1, MPI_DOUBLE, 0, kTag, mpi.world(), MPI_STATUS_IGNORE), "MPI_Recv");
+    }
+  }
+  return offset;
+}
+
+// The events of one rank's run, made before anything is enqueued.
+struct EventSet {
+  std::vector<std::unique_ptr<Event>> op_start, op_end, send_start, send_end, recv_start, recv_end, iteration_end;
+};
+
+void make_events(Backend& be, std::vector<std::unique_ptr<Event>>& v, std::size_t n) {
+  v.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) v.push_back(be.create_event());
+}
+
+std::string pack(const RankRecord& r) {
+  std::string out;
+  auto put = [&](const std::vector<double>& v) {
+    const std::uint64_t n = v.size();
+    out.append(reinterpret_cast<const char*>(&n), sizeof n);
+    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+  };
+  put(r.op_start), put(r.op_end), put(r.send_post), put(r.send_done), put(r.recv_post), put(r.recv_done);
+  put(r.iteration_end);
+  return out;
+}
+
+RankRecord unpack(const std::string& s) {
+  RankRecord r;
+  std::size_t pos = 0;
+  auto get = [&](std::vector<double>& v) {
+    std::uint64_t n = 0;
+    if (pos + sizeof n > s.size()) throw CalibError("replay: a rank's records are truncated");
+    std::memcpy(&n, s.data() + pos, sizeof n);
+    pos += sizeof n;
+    if (pos + n * sizeof(double) > s.size()) throw CalibError("replay: a rank's records are truncated");
+    v.resize(n);
+    std::memcpy(v.data(), s.data() + pos, n * sizeof(double));
+    pos += n * sizeof(double);
+  };
+  get(r.op_start), get(r.op_end), get(r.send_post), get(r.send_done), get(r.recv_post), get(r.recv_done);
+  get(r.iteration_end);
+  return r;
+}
+
+void write_raw(const std::string& path, const ReplayPlan& plan, const std::vector<StageProgram>& progs,
+               const Measurements& m, double origin) {
+  std::string out;
+  const int total = m.warmup + m.iterations;
+  for (std::size_t s = 0; s < progs.size(); ++s) {
+    const auto& p = progs[s];
+    const auto& rec = m.ranks[s];
+    const auto& entries = plan.programs[s].entries;
+    for (int i = 0; i < total; ++i) {
+      std::size_t c = 0, q = 0, r = 0;
+      for (const auto& e : entries) {
+        nlohmann::ordered_json j;
+        j["stage"] = s;
+        j["iteration"] = i - m.warmup;
+        double a = 0, b = 0;
+        using K = planner::ProgramEntry::Kind;
+        if (e.kind == K::Forward || e.kind == K::Backward) {
+          const std::size_t k = static_cast<std::size_t>(i) * p.compute.size() + c++;
+          j["kind"] = e.kind == K::Forward ? "forward" : "backward";
+          j["micro_batch"] = e.micro_batch;
+          a = rec.op_start[k], b = rec.op_end[k];
+        } else if (e.kind == K::Send) {
+          const std::size_t k = static_cast<std::size_t>(i) * p.sends.size() + q++;
+          j["kind"] = "send";
+          j["micro_batch"] = e.micro_batch;
+          j["peer"] = e.peer;
+          j["tag"] = e.tag;
+          j["bytes"] = p.sends[k % p.sends.size()].bytes;
+          a = rec.send_post[k], b = rec.send_done[k];
+        } else {
+          const std::size_t k = static_cast<std::size_t>(i) * p.recvs.size() + r++;
+          j["kind"] = "recv";
+          j["micro_batch"] = e.micro_batch;
+          j["peer"] = e.peer;
+          j["tag"] = e.tag;
+          j["bytes"] = p.recvs[k % p.recvs.size()].bytes;
+          a = rec.recv_post[k], b = rec.recv_done[k];
+        }
+        j["start_s"] = a - origin;
+        j["end_s"] = b - origin;
+        out += j.dump() + "\n";
+      }
+    }
+  }
+  write_file_atomic(path, out);
+}
+
+double unix_time_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The channels of one list of specs: the backend's own (cuda: NCCL), or on the CPU
+// backend the replay's non-blocking MPI links (calib/replay_cpu.h).
+class Links {
+ public:
+  Links(Backend& be, const Mpi& mpi, Watchdog& dog, const std::vector<ChannelSpec>& specs, std::size_t max_bytes)
+      : index_(specs.size(), -1) {
+    if (be.kind() == BackendKind::cpu) {
+      cpu_ = std::make_unique<CpuReplayLinks>(mpi, dog, specs, max_bytes);
+      return;
+    }
+    backend_ = be.connect(specs, max_bytes);
+    // connect returns this rank's ends in spec order.
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < specs.size() && next < backend_.size(); ++i)
+      if (backend_[next]->spec().from == specs[i].from && backend_[next]->spec().to == specs[i].to)
+        index_[i] = static_cast<int>(next++);
+  }
+  void send(std::size_t spec, Stream& st, std::size_t bytes) {
+    if (cpu_) {
+      st.submit(cpu_->send_task(spec, bytes));
+    } else {
+      backend_.at(static_cast<std::size_t>(index_.at(spec)))->send(st, bytes);
+    }
+  }
+  void recv(std::size_t spec, Stream& st, std::size_t bytes) {
+    if (cpu_) {
+      st.submit(cpu_->recv_task(spec, bytes));
+    } else {
+      backend_.at(static_cast<std::size_t>(index_.at(spec)))->recv(st, bytes);
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<Channel>> backend_;
+  std::vector<int> index_;
+  std::unique_ptr<CpuReplayLinks> cpu_;
+};
+
+// Runs this rank's program and returns its records on the aligned clock.
+RankRecord run_rank(const Mpi& mpi, Watchdog& dog, const ReplayOptions& o, const ReplayPlan& plan,
+                    const StageProgram& p, double offset) {
+  const int S = plan.stages, s = mpi.rank();
+  const int total = o.warmup + o.iterations;
+  auto be = make_backend(o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu, mpi, dog);
+  const bool cpu = be->kind() == BackendKind::cpu;
+
+  // Channels: data 2x: x -> x+1 and 2x+1: x+1 -> x (a communicator each); control
+  // messages "iteration done" and "ready" from every stage r > 0 to stage 0 (spec r - 1).
+  std::vector<ChannelSpec> data, control_specs;
+  for (int x = 0; x + 1 < S; ++x) data.push_back({x, x + 1}), data.push_back({x + 1, x});
+  for (int x = 1; x < S; ++x) control_specs.push_back({x, 0});
+  std::size_t max_bytes = 16;
+  for (const auto& e : plan.programs)
+    for (const auto& x : e.entries)
+      max_bytes = std::max<std::size_t>(max_bytes, static_cast<std::size_t>(std::llround(x.bytes)));
+  Links data_links(*be, mpi, dog, data, max_bytes);
+  Links done_links(*be, mpi, dog, control_specs, 16);
+  Links ready_links(*be, mpi, dog, control_specs, 16);
+  // The data spec of this rank's channel to / from the neighbour on a side.
+  auto out_spec = [&](int side) { return static_cast<std::size_t>(side == 1 ? 2 * s : 2 * (s - 1) + 1); };
+  auto in_spec = [&](int side) { return static_cast<std::size_t>(side == 1 ? 2 * s + 1 : 2 * (s - 1)); };
+
+  auto compute = be->create_stream();
+  std::unique_ptr<Stream> send_streams[2], recv_streams[2];
+  send_streams[0] = be->create_stream();
+  recv_streams[0] = be->create_stream();
+  if (o.streams == "channel") {
+    send_streams[1] = be->create_stream();
+    recv_streams[1] = be->create_stream();
+  }
+  auto send_on = [&](int side) -> Stream& { return send_streams[1] && side == 1 ? *send_streams[1] : *send_streams[0]; };
+  auto recv_on = [&](int side) -> Stream& { return recv_streams[1] && side == 1 ? *recv_streams[1] : *recv_streams[0]; };
+  auto control = be->create_stream();
+  auto gate = be->create_stream();
+  auto busy = [&](double seconds) {
+    if (cpu) {
+      compute->submit(cpu_compute_task(seconds));
+    } else {
+      compute->busy(seconds);
+    }
+  };
+
+  const std::size_t nops = p.compute.size(), ns = p.sends.size(), nr = p.recvs.size();
+  const std::size_t peers = control_specs.size();
+  EventSet ev;
+  make_events(*be, ev.op_start, nops * total);
+  make_events(*be, ev.op_end, nops * total);
+  make_events(*be, ev.send_start, ns * total);
+  make_events(*be, ev.send_end, ns * total);
+  make_events(*be, ev.recv_start, nr * total);
+  make_events(*be, ev.recv_end, nr * total);
+  make_events(*be, ev.iteration_end, static_cast<std::size_t>(total));
+  std::vector<std::unique_ptr<Event>> done_ev, ready_ev;
+  if (s == 0) {
+    make_events(*be, done_ev, static_cast<std::size_t>(total) * peers);
+    make_events(*be, ready_ev, peers);
+  }
+  auto origin = be->create_event();
+  const double opt = plan.params[static_cast<std::size_t>(s)].opt;
+
+  // The origin: every rank records it on its compute stream after a barrier.
+  mpi.barrier();
+  compute->record(*origin);
+  origin->synchronize();
+  const double origin_host = now_s() - offset;
+
+  // Stage 0 starts when every rank has enqueued its work, and not before --start-at.
+  if (s == 0 && o.start_at) {
+    const double wait = *o.start_at - unix_time_now();
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  }
+  if (s == 0) {
+    for (std::size_t r = 0; r < peers; ++r) {
+      ready_links.recv(r, *gate, 16);
+      gate->record(*ready_ev[r]);
+    }
+    for (auto& e : ready_ev) compute->wait(*e);
+  }
+  const auto& entries = plan.programs[static_cast<std::size_t>(s)].entries;
+  using K = planner::ProgramEntry::Kind;
+  for (int i = 0; i < total; ++i) {
+    const std::size_t io = static_cast<std::size_t>(i);
+    if (s == 0 && i > 0)
+      for (std::size_t r = 0; r < peers; ++r) compute->wait(*done_ev[(io - 1) * peers + r]);
+    std::size_t c = 0, q = 0, rv = 0;
+    for (const auto& e : entries) {
+      if (e.kind == K::Recv) {
+        const std::size_t k = io * nr + rv;
+        const auto& msg = p.recvs[rv++];
+        Stream& st = recv_on(msg.side);
+        st.record(*ev.recv_start[k]);
+        data_links.recv(in_spec(msg.side), st, msg.bytes);
+        st.record(*ev.recv_end[k]);
+      } else if (e.kind == K::Send) {
+        const std::size_t k = io * ns + q;
+        const auto& msg = p.sends[q++];
+        Stream& st = send_on(msg.side);
+        st.wait(*ev.op_end[io * nops + static_cast<std::size_t>(msg.compute)]);
+        st.record(*ev.send_start[k]);
+        data_links.send(out_spec(msg.side), st, msg.bytes);
+        st.record(*ev.send_end[k]);
+      } else {
+        const std::size_t k = io * nops + c;
+        const auto& op = p.compute[c++];
+        if (op.input >= 0) compute->wait(*ev.recv_end[io * nr + static_cast<std::size_t>(op.input)]);
+        compute->record(*ev.op_start[k]);
+        busy(op.duration_s);
+        compute->record(*ev.op_end[k]);
+      }
+    }
+    if (opt > 0) busy(opt);
+    compute->record(*ev.iteration_end[io]);
+    if (s > 0) {
+      control->wait(*ev.iteration_end[io]);
+      done_links.send(static_cast<std::size_t>(s - 1), *control, 16);
+    } else {
+      for (std::size_t r = 0; r < peers; ++r) {
+        done_links.recv(r, *control, 16);
+        control->record(*done_ev[io * peers + r]);
+      }
+    }
+  }
+  if (s > 0) ready_links.send(static_cast<std::size_t>(s - 1), *gate, 16);
+
+  for (Stream* st : {compute.get(), send_streams[0].get(), send_streams[1].get(), recv_streams[0].get(),
+                     recv_streams[1].get(), control.get(), gate.get()})
+    if (st) st->synchronize();
+
+  RankRecord rec;
+  auto times = [&](const std::vector<std::unique_ptr<Event>>& v, std::vector<double>& outv) {
+    outv.reserve(v.size());
+    for (const auto& e : v) outv.push_back(origin_host + e->seconds_since(*origin));
+  };
+  times(ev.op_start, rec.op_start);
+  times(ev.op_end, rec.op_end);
+  times(ev.send_start, rec.send_post);
+  times(ev.send_end, rec.send_done);
+  times(ev.recv_start, rec.recv_post);
+  times(ev.recv_end, rec.recv_done);
+  times(ev.iteration_end, rec.iteration_end);
+  return rec;
+}
+
+
+int replay(const Mpi& mpi, const ReplayOptions& o, const ReplayPlan& plan, const std::vector<StageProgram>& progs);
+
+}  // namespace
+
+int replay_main(const Mpi& mpi, int argc, char** argv) {
+  const bool root = mpi.rank() == 0;
+  // Bad input is found on every rank alike (they read the same files); rank 0 says it.
+  ReplayOptions o;
+  ReplayPlan plan;
+  std::vector<StageProgram> progs;
+  std::string error;
+  try {
+    const auto parsed = parse(argc, argv, root);
+    if (!parsed) return 0;
+    o = *parsed;
+    plan = load_replay_plan(o.plan, {o.pipeline, o.candidate});
+    if (plan.stages != mpi.size())
+      throw InputError(fmt::format("{}: stages: the plan has {} stages, and this job runs {} ranks (mpirun -np {})",
+                                   o.plan, plan.stages, mpi.size(), plan.stages));
+    for (int s = 0; s < plan.stages; ++s) progs.push_back(index_program(plan, s));
+  } catch (const InputError& e) {
+    error = e.what();
+  } catch (const boost::program_options::error& e) {
+    error = fmt::format("{} (see adagrouper-calib replay --help)", e.what());
+  }
+  if (mpi.any(!error.empty())) {
+    if (root) std::cerr << "adagrouper-calib replay: " << (error.empty() ? "bad input on another rank" : error) << '\n';
+    return 2;
+  }
+  try {
+    return replay(mpi, o, plan, progs);
+  } catch (const InputError& e) {
+    // Found by rank 0 alone, after the run (the other ranks are done).
+    std::cerr << "adagrouper-calib replay: " << e.what() << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    // A failed call or a broken peer in the middle of the run: the other ranks may be
+    // waiting for this one, so the whole job ends here.
+    std::cerr << "adagrouper-calib replay: " << e.what() << std::endl;
+    mpi.abort(1);
+  }
+}
+
+namespace {
+
+int replay(const Mpi& mpi, const ReplayOptions& o, const ReplayPlan& plan, const std::vector<StageProgram>& progs) {
+  const bool root = mpi.rank() == 0;
+  Watchdog dog(mpi, o.timeout_s);
+  const double offset = clock_offset(mpi, 16);
+  // On one host the clocks are the same clock: the estimate only measures its own error.
+  const bool one_host = mpi.id().local_size == mpi.size();
+  const double applied = one_host ? 0.0 : offset;
+  const double worst_offset = mpi.max(std::abs(offset));
+  const RankRecord mine = run_rank(mpi, dog, o, plan, progs[static_cast<std::size_t>(mpi.rank())], applied);
+
+  // Rank 0 also ties its clock to Unix time, for --time-origin.
+  const double unix_minus_clock = unix_time_now() - now_s();
+  const auto all = mpi.gather(pack(mine), 0);
+  if (!root) return 0;
+
+  Measurements m;
+  m.warmup = o.warmup;
+  m.iterations = o.iterations;
+  for (const auto& blob : all) m.ranks.push_back(unpack(blob));
+  const int total = o.warmup + o.iterations;
+  m.boundaries.push_back(m.ranks[0].op_start.front());
+  for (int i = 0; i < total; ++i) {
+    double end = 0;
+    for (const auto& r : m.ranks) end = std::max(end, r.iteration_end[static_cast<std::size_t>(i)]);
+    m.boundaries.push_back(end);
+  }
+  const double t0 = m.boundaries[static_cast<std::size_t>(o.warmup)];
+  if (o.time_origin) m.start_time_s = t0 + unix_minus_clock - *o.time_origin;
+  if (m.start_time_s < 0)
+    throw InputError(fmt::format("--time-origin: {} is after the measured run started (start_time_s {})",
+                                 *o.time_origin, m.start_time_s));
+
+  const auto problems = check_measurements(progs, m, one_host ? 1e-4 : 2 * worst_offset + 1e-4);
+  for (const auto& x : problems) std::cerr << "adagrouper-calib replay: warning: " << x << '\n';
+
+  const sim::SimResult result = measured_result(plan, progs, m, !o.timeline.empty());
+  auto summary = sim::summary_json(result);
+  if (!o.output.empty()) write_file_atomic(o.output, summary.dump(2) + "\n");
+  if (!o.timeline.empty()) write_file_atomic(o.timeline, sim::timeline_json(result));
+  if (!o.stage_trace.empty()) write_file_atomic(o.stage_trace, stage_trace_csv(progs, m));
+  if (!o.raw.empty()) write_raw(o.raw, plan, progs, m, t0 - m.start_time_s);
+  if (o.json) {
+    std::cout << summary.dump(2) << '\n';
+  } else {
+    std::cout << fmt::format("replay of {} ({} backend, {} streams, {} warm-up + {} measured iterations, clock offsets "
+                             "up to {:.1f} us{})\n",
+                             plan.source, o.backend, o.streams, o.warmup, o.iterations, 1e6 * worst_offset,
+                             one_host ? ", one host: not applied" : "");
+    std::cout << sim::summary_text(result);
+    if (plan.predicted_iteration_time_s)
+      std::cout << fmt::format("planner's prediction {:.6g} s per iteration: measured {:+.2f}%\n",
+                               *plan.predicted_iteration_time_s,
+                               100.0 * (result.mean_iteration_time_s() / *plan.predicted_iteration_time_s - 1.0));
+    if (!problems.empty()) std::cout << fmt::format("{} consistency problems (see stderr)\n", problems.size());
+  }
+  return problems.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+}  // namespace adagrouper::calib

@@ -1,0 +1,317 @@
+#include "compare.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "error.h"
+#include "json_util.h"
+
+namespace adagrouper::sim {
+
+std::string Summary::label() const {
+  if (schedule == "kfkb") return fmt::format("kfkb k={} b={}", k, micro_batch_size);
+  return fmt::format("{} b={}", schedule, micro_batch_size);
+}
+
+Summary parse_summary(const nlohmann::json& doc, const std::string& source) {
+  const Field root(doc, source);
+  root.require_object();
+  Summary s;
+  s.source = source;
+  s.pipeline = root.has("pipeline") ? root.at("pipeline").string() : std::string();
+  s.schedule = root.at("schedule").string();
+  s.k = static_cast<int>(root.at("k").integer_at_least(0));
+  s.micro_batch_size = static_cast<int>(root.at("micro_batch_size").integer_at_least(1));
+  s.micro_batches = static_cast<int>(root.at("micro_batches").integer_at_least(1));
+  s.stages = static_cast<int>(root.at("stages").integer_at_least(1));
+  s.iterations = static_cast<int>(root.at("iterations").integer_at_least(1));
+  const Field times = root.at("iteration_times_s");
+  times.require_array();
+  if (times.size() != static_cast<std::size_t>(s.iterations))
+    times.fail(fmt::format("has {} entries but iterations is {}", times.size(), s.iterations));
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    const double t = times.at(i).positive();
+    s.iteration_times_s.push_back(t);
+    s.total_time_s += t;
+  }
+  s.bubble_fraction = root.at("bubble_fraction").number();
+  const Field stages = root.at("per_stage");
+  stages.require_array();
+  if (stages.size() != static_cast<std::size_t>(s.stages))
+    stages.fail(fmt::format("has {} entries but stages is {}", stages.size(), s.stages));
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const Field e = stages.at(i);
+    if (e.at("stage").integer() != static_cast<std::int64_t>(i))
+      e.at("stage").fail(fmt::format("must be {} (entries are in stage order)", i));
+    Summary::Stage st;
+    st.busy_s = e.at("busy_s").non_negative();
+    st.bubble_s = e.at("bubble_s").number();
+    s.per_stage.push_back(st);
+  }
+  return s;
+}
+
+Summary load_summary(const std::string& path) { return parse_summary(read_json_file(path), path); }
+
+Comparison compare(const Summary& p, const Summary& m) {
+  auto mismatch = [&](const char* field, const auto& a, const auto& b) {
+    if (a != b)
+      throw InputError(fmt::format("{}: {}: {} does not match {} in {}: the files describe different runs",
+                                   m.source, field, b, a, p.source));
+  };
+  mismatch("schedule", p.schedule, m.schedule);
+  mismatch("k", p.k, m.k);
+  mismatch("micro_batch_size", p.micro_batch_size, m.micro_batch_size);
+  mismatch("micro_batches", p.micro_batches, m.micro_batches);
+  mismatch("stages", p.stages, m.stages);
+
+  Comparison c;
+  c.label = p.label();
+  c.predicted_source = p.source;
+  c.measured_source = m.source;
+  c.schedule = p.schedule;
+  c.k = p.k;
+  c.micro_batch_size = p.micro_batch_size;
+  c.micro_batches = p.micro_batches;
+  c.stages = p.stages;
+  c.iterations_predicted = p.iterations;
+  c.iterations_measured = m.iterations;
+  const std::size_t n = std::min(p.iteration_times_s.size(), m.iteration_times_s.size());
+  double sum_p = 0, sum_m = 0, sum_ape = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    IterationError e;
+    e.iteration = static_cast<int>(i);
+    e.predicted_s = p.iteration_times_s[i];
+    e.measured_s = m.iteration_times_s[i];
+    e.error_s = e.predicted_s - e.measured_s;
+    e.error_pct = 100.0 * e.error_s / e.measured_s;
+    sum_p += e.predicted_s;
+    sum_m += e.measured_s;
+    sum_ape += std::abs(e.error_pct);
+    c.max_abs_error_pct = std::max(c.max_abs_error_pct, std::abs(e.error_pct));
+    c.iterations.push_back(e);
+  }
+  c.mean_predicted_s = sum_p / static_cast<double>(n);
+  c.mean_measured_s = sum_m / static_cast<double>(n);
+  c.mean_error_pct = 100.0 * (c.mean_predicted_s - c.mean_measured_s) / c.mean_measured_s;
+  c.mape_pct = sum_ape / static_cast<double>(n);
+  std::vector<double> ape;
+  for (const auto& e : c.iterations) ape.push_back(std::abs(e.error_pct));
+  std::sort(ape.begin(), ape.end());
+  c.median_abs_error_pct = n % 2 ? ape[n / 2] : 0.5 * (ape[n / 2 - 1] + ape[n / 2]);
+  c.bubble_fraction_predicted = p.bubble_fraction;
+  c.bubble_fraction_measured = m.bubble_fraction;
+  for (int s = 0; s < p.stages; ++s) {
+    StageDiff d;
+    d.stage = s;
+    d.busy_predicted_s = p.per_stage[s].busy_s / p.iterations;
+    d.busy_measured_s = m.per_stage[s].busy_s / m.iterations;
+    d.busy_diff_s = d.busy_predicted_s - d.busy_measured_s;
+    d.busy_error_pct = d.busy_measured_s > 0 ? 100.0 * d.busy_diff_s / d.busy_measured_s : 0.0;
+    d.bubble_predicted_s = p.per_stage[s].bubble_s / p.iterations;
+    d.bubble_measured_s = m.per_stage[s].bubble_s / m.iterations;
+    d.bubble_diff_s = d.bubble_predicted_s - d.bubble_measured_s;
+    c.per_stage.push_back(d);
+  }
+  return c;
+}
+
+namespace {
+
+int sign(double x) { return (x > 0) - (x < 0); }
+
+std::size_t argmin(const std::vector<Comparison>& cs, double Comparison::*field) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < cs.size(); ++i)
+    if (cs[i].*field < cs[best].*field) best = i;
+  return best;
+}
+
+}  // namespace
+
+Ranking rank_agreement(const std::vector<Comparison>& cs, std::optional<int> chosen) {
+  Ranking r;
+  const int n = static_cast<int>(cs.size());
+  r.candidates = n;
+  r.pairs = n * (n - 1) / 2;
+  if (chosen && (*chosen < 0 || *chosen >= n))
+    throw InputError(fmt::format("--chosen: {} is not the index of one of the {} pairs (0 .. {})", *chosen, n, n - 1));
+  if (n == 0) return r;
+  // Kendall tau-b: (C - D) / sqrt((P - Tp)(P - Tm)), Tp and Tm the pairs tied in the
+  // prediction and in the measurement.
+  int tied_p = 0, tied_m = 0;
+  for (int i = 0; i < n; ++i) {
+    for (int j = i + 1; j < n; ++j) {
+      const int a = sign(cs[i].mean_predicted_s - cs[j].mean_predicted_s);
+      const int b = sign(cs[i].mean_measured_s - cs[j].mean_measured_s);
+      tied_p += a == 0;
+      tied_m += b == 0;
+      if (a == 0 || b == 0) {
+        ++r.tied;
+      } else if (a == b) {
+        ++r.concordant;
+      } else {
+        ++r.discordant;
+      }
+    }
+  }
+  const double denom = std::sqrt(static_cast<double>(r.pairs - tied_p) * static_cast<double>(r.pairs - tied_m));
+  r.kendall_tau = denom > 0 ? (r.concordant - r.discordant) / denom : 1.0;
+  r.pairwise_agreement = r.concordant + r.discordant > 0
+                             ? static_cast<double>(r.concordant) / (r.concordant + r.discordant)
+                             : 1.0;
+  r.predicted_best = static_cast<int>(argmin(cs, &Comparison::mean_predicted_s));
+  r.measured_best = static_cast<int>(argmin(cs, &Comparison::mean_measured_s));
+  const double fastest = cs[r.measured_best].mean_measured_s;
+  r.best_holds = cs[r.predicted_best].mean_measured_s <= fastest;
+  r.regret_pct = 100.0 * (cs[r.predicted_best].mean_measured_s / fastest - 1.0);
+  if (chosen) {
+    r.chosen = chosen;
+    r.chosen_is_fastest_measured = cs[*chosen].mean_measured_s <= fastest;
+    r.chosen_regret_pct = 100.0 * (cs[*chosen].mean_measured_s / fastest - 1.0);
+  }
+  return r;
+}
+
+nlohmann::ordered_json comparison_json(const std::vector<Comparison>& cs, const std::optional<Ranking>& ranking) {
+  nlohmann::ordered_json j;
+  j["schema"] = "adagrouper.compare/1";
+  auto& arr = j["comparisons"] = nlohmann::ordered_json::array();
+  double sum_mape = 0, max_mape = 0;
+  for (const auto& c : cs) {
+    nlohmann::ordered_json e;
+    e["label"] = c.label;
+    e["predicted"] = c.predicted_source;
+    e["measured"] = c.measured_source;
+    e["schedule"] = c.schedule;
+    e["k"] = c.k;
+    e["micro_batch_size"] = c.micro_batch_size;
+    e["micro_batches"] = c.micro_batches;
+    e["stages"] = c.stages;
+    e["iterations_predicted"] = c.iterations_predicted;
+    e["iterations_measured"] = c.iterations_measured;
+    e["iterations_compared"] = c.iterations.size();
+    auto& its = e["iterations"] = nlohmann::ordered_json::array();
+    for (const auto& it : c.iterations)
+      its.push_back({{"iteration", it.iteration},
+                     {"predicted_s", it.predicted_s},
+                     {"measured_s", it.measured_s},
+                     {"error_s", it.error_s},
+                     {"error_pct", it.error_pct}});
+    e["mean_predicted_s"] = c.mean_predicted_s;
+    e["mean_measured_s"] = c.mean_measured_s;
+    e["mean_error_pct"] = c.mean_error_pct;
+    e["mape_pct"] = c.mape_pct;
+    e["max_abs_error_pct"] = c.max_abs_error_pct;
+    e["median_abs_error_pct"] = c.median_abs_error_pct;
+    e["bubble_fraction_predicted"] = c.bubble_fraction_predicted;
+    e["bubble_fraction_measured"] = c.bubble_fraction_measured;
+    e["bubble_fraction_diff"] = c.bubble_fraction_predicted - c.bubble_fraction_measured;
+    auto& st = e["per_stage"] = nlohmann::ordered_json::array();
+    for (const auto& d : c.per_stage)
+      st.push_back({{"stage", d.stage},
+                    {"busy_predicted_s", d.busy_predicted_s},
+                    {"busy_measured_s", d.busy_measured_s},
+                    {"busy_diff_s", d.busy_diff_s},
+                    {"busy_error_pct", d.busy_error_pct},
+                    {"bubble_predicted_s", d.bubble_predicted_s},
+                    {"bubble_measured_s", d.bubble_measured_s},
+                    {"bubble_diff_s", d.bubble_diff_s}});
+    sum_mape += c.mape_pct;
+    max_mape = std::max(max_mape, c.mape_pct);
+    arr.push_back(std::move(e));
+  }
+  j["mape_pct"] = cs.empty() ? 0.0 : sum_mape / static_cast<double>(cs.size());
+  j["max_mape_pct"] = max_mape;
+  if (ranking) {
+    const Ranking& r = *ranking;
+    nlohmann::ordered_json k;
+    k["candidates"] = r.candidates;
+    k["pairs"] = r.pairs;
+    k["concordant"] = r.concordant;
+    k["discordant"] = r.discordant;
+    k["tied"] = r.tied;
+    k["kendall_tau"] = r.kendall_tau;
+    k["pairwise_agreement"] = r.pairwise_agreement;
+    k["predicted_best"] = r.predicted_best;
+    k["measured_best"] = r.measured_best;
+    k["best_holds"] = r.best_holds;
+    k["regret_pct"] = r.regret_pct;
+    if (r.chosen) {
+      k["chosen"] = *r.chosen;
+      k["chosen_is_fastest_measured"] = r.chosen_is_fastest_measured;
+      k["chosen_regret_pct"] = r.chosen_regret_pct;
+    } else {
+      k["chosen"] = nullptr;
+    }
+    j["ranking"] = std::move(k);
+  } else {
+    j["ranking"] = nullptr;
+  }
+  return j;
+}
+
+std::string comparison_text(const std::vector<Comparison>& cs, const std::optional<Ranking>& ranking) {
+  std::string out;
+  if (cs.size() == 1) {
+    const Comparison& c = cs[0];
+    out += fmt::format("{}: predicted {} vs measured {}\n", c.label, c.predicted_source, c.measured_source);
+    if (c.iterations_predicted != c.iterations_measured)
+      out += fmt::format("(predicted {} iterations, measured {}: comparing the first {})\n", c.iterations_predicted,
+                         c.iterations_measured, c.iterations.size());
+    out += fmt::format("{:>9}  {:>12}  {:>12}  {:>9}\n", "iteration", "predicted s", "measured s", "error");
+    for (const auto& it : c.iterations)
+      out += fmt::format("{:>9}  {:>12.6g}  {:>12.6g}  {:>+8.2f}%\n", it.iteration, it.predicted_s, it.measured_s,
+                         it.error_pct);
+    out += fmt::format(
+        "mean {:.6g} s predicted, {:.6g} s measured: error {:+.2f}%, MAPE {:.2f}%, median {:.2f}%, max {:.2f}%\n",
+        c.mean_predicted_s, c.mean_measured_s, c.mean_error_pct, c.mape_pct, c.median_abs_error_pct,
+        c.max_abs_error_pct);
+    out += fmt::format("bubble fraction {:.1f}% predicted, {:.1f}% measured\n", 100 * c.bubble_fraction_predicted,
+                       100 * c.bubble_fraction_measured);
+    out += fmt::format("{:>5}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}   (per iteration)\n", "stage", "busy pred s",
+                       "busy meas s", "busy err", "bubble pred", "bubble meas");
+    for (const auto& d : c.per_stage)
+      out += fmt::format("{:>5}  {:>12.6g}  {:>12.6g}  {:>+7.2f}%  {:>12.6g}  {:>12.6g}\n", d.stage,
+                         d.busy_predicted_s, d.busy_measured_s, d.busy_error_pct, d.bubble_predicted_s,
+                         d.bubble_measured_s);
+  } else {
+    out += fmt::format("  {:<3} {:<18} {:>12} {:>12} {:>8} {:>7} {:>7} {:>8} {:>8}\n", "#", "candidate",
+                       "predicted s", "measured s", "error", "MAPE", "median", "bubble p", "bubble m");
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+      const Comparison& c = cs[i];
+      const bool pick = ranking && ranking->chosen && *ranking->chosen == static_cast<int>(i);
+      out += fmt::format("{} {:<3} {:<18} {:>12.6g} {:>12.6g} {:>+7.2f}% {:>6.2f}% {:>6.2f}% {:>7.1f}% {:>7.1f}%\n",
+                         pick ? '*' : ' ', i, c.label, c.mean_predicted_s, c.mean_measured_s, c.mean_error_pct,
+                         c.mape_pct, c.median_abs_error_pct, 100 * c.bubble_fraction_predicted,
+                         100 * c.bubble_fraction_measured);
+    }
+    double sum = 0, mx = 0;
+    for (const auto& c : cs) {
+      sum += c.mape_pct;
+      mx = std::max(mx, c.mape_pct);
+    }
+    if (!cs.empty())
+      out += fmt::format("MAPE of iteration time: {:.2f}% mean over candidates, {:.2f}% worst\n",
+                         sum / static_cast<double>(cs.size()), mx);
+  }
+  if (ranking && ranking->candidates >= 2) {
+    const Ranking& r = *ranking;
+    out += fmt::format("ranking: Kendall tau {:.3f}, pairwise agreement {}/{} ({} tied)\n", r.kendall_tau,
+                       r.concordant, r.concordant + r.discordant, r.tied);
+    out += fmt::format("predicted best #{} ({}), measured best #{} ({}): {}\n", r.predicted_best,
+                       cs[r.predicted_best].label, r.measured_best, cs[r.measured_best].label,
+                       r.best_holds ? "holds"
+                                    : fmt::format("does not hold, {:.2f}% slower than the fastest", r.regret_pct));
+    if (r.chosen)
+      out += fmt::format("planner's pick #{} ({}): {}\n", *r.chosen, cs[*r.chosen].label,
+                         r.chosen_is_fastest_measured
+                             ? "fastest measured"
+                             : fmt::format("not the fastest measured, {:.2f}% slower", r.chosen_regret_pct));
+  }
+  return out;
+}
+
+}  // namespace adagrouper::sim

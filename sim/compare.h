@@ -1,0 +1,114 @@
+// Comparing a prediction with a measurement: two summary JSON files (what `adagrouper
+// simulate --output` writes, and what `adagrouper-calib replay` writes for a real run)
+// give per-iteration errors, the mean absolute percentage error, per-stage busy and
+// bubble differences; several (predicted, measured) pairs of different candidates give
+// whether the predicted ranking holds (Kendall tau, pairwise agreement, best vs best).
+//
+//   Summary p = load_summary("sim.json"), m = load_summary("run.json");
+//   Comparison c = compare(p, m);
+//   Ranking r = rank_agreement({c1, c2, c3});
+//   comparison_json({c1, c2, c3}, r), comparison_text(...)
+//
+// Errors are signed as (predicted - measured) / measured: positive when the simulator
+// is slower than reality. docs/formats.md describes the output.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace adagrouper::sim {
+
+// The fields of a summary JSON that a comparison reads.
+struct Summary {
+  std::string source;  // the file it came from (for messages and the output)
+  std::string pipeline;
+  std::string schedule;
+  int k = 0;
+  int micro_batch_size = 0;
+  int micro_batches = 0;
+  int stages = 0;
+  int iterations = 0;
+  std::vector<double> iteration_times_s;
+  double total_time_s = 0;
+  double bubble_fraction = 0;
+  struct Stage {
+    double busy_s = 0;
+    double bubble_s = 0;
+  };
+  std::vector<Stage> per_stage;
+
+  // "kfkb k=2 b=4", "1f1b b=8": names a candidate.
+  std::string label() const;
+};
+
+// Reads a summary JSON; throws InputError naming the file and the field.
+Summary load_summary(const std::string& path);
+Summary parse_summary(const nlohmann::json& doc, const std::string& source);
+
+struct IterationError {
+  int iteration = 0;
+  double predicted_s = 0, measured_s = 0;
+  double error_s = 0;    // predicted - measured
+  double error_pct = 0;  // 100 x error_s / measured_s
+};
+
+// Per stage, per iteration (busy_s and bubble_s divided by the file's iterations), so
+// that runs of different lengths compare.
+struct StageDiff {
+  int stage = 0;
+  double busy_predicted_s = 0, busy_measured_s = 0, busy_diff_s = 0, busy_error_pct = 0;
+  double bubble_predicted_s = 0, bubble_measured_s = 0, bubble_diff_s = 0;
+};
+
+struct Comparison {
+  std::string label;
+  std::string predicted_source, measured_source;
+  std::string schedule;
+  int k = 0, micro_batch_size = 0, micro_batches = 0, stages = 0;
+  int iterations_predicted = 0, iterations_measured = 0;
+  std::vector<IterationError> iterations;  // the first min(both) iterations
+  double mean_predicted_s = 0, mean_measured_s = 0;  // over the compared iterations
+  double mean_error_pct = 0;   // error of the mean iteration time
+  double mape_pct = 0;         // mean over iterations of |error_pct|
+  double max_abs_error_pct = 0;
+  double median_abs_error_pct = 0;   // robust to a few disturbed iterations
+  double bubble_fraction_predicted = 0, bubble_fraction_measured = 0;
+  std::vector<StageDiff> per_stage;
+};
+
+// Compares two summaries of the same run (same schedule, k, b, M and stage count; an
+// InputError naming both files and the field otherwise). Iterations are compared in
+// order over the shorter of the two runs.
+Comparison compare(const Summary& predicted, const Summary& measured);
+
+// Whether the predicted order of several candidates (their mean iteration times) is
+// the measured order.
+struct Ranking {
+  int candidates = 0;
+  int pairs = 0;                         // n (n - 1) / 2
+  int concordant = 0, discordant = 0;    // pairs ordered alike / oppositely
+  int tied = 0;                          // pairs tied in the prediction or the measurement
+  double kendall_tau = 0;                // tau-b in [-1, 1]; 1 when n < 2 or nothing can be ordered
+  double pairwise_agreement = 0;         // concordant / (concordant + discordant); 1 when none
+  int predicted_best = 0, measured_best = 0;   // indices (first on ties)
+  bool best_holds = false;               // the predicted-best's measured time is the measured minimum
+  double regret_pct = 0;                 // measured time of the predicted best over the measured best, - 1, in %
+  std::optional<int> chosen;             // the planner's pick, when given
+  bool chosen_is_fastest_measured = false;
+  double chosen_regret_pct = 0;
+};
+
+// Ranks the comparisons. `chosen` (an index into them) is the planner's pick.
+Ranking rank_agreement(const std::vector<Comparison>& comparisons, std::optional<int> chosen = std::nullopt);
+
+// The compare JSON (schema adagrouper.compare/1): every comparison, the overall MAPE,
+// and the ranking when there are at least two comparisons. Field order is fixed.
+nlohmann::ordered_json comparison_json(const std::vector<Comparison>& comparisons, const std::optional<Ranking>& ranking);
+
+// The human table `adagrouper compare` prints.
+std::string comparison_text(const std::vector<Comparison>& comparisons, const std::optional<Ranking>& ranking);
+
+}  // namespace adagrouper::sim

@@ -1,0 +1,565 @@
+// Fidelity: `adagrouper compare` on synthetic summaries with known errors and rankings;
+// the replay's measured result against the simulator's own definitions; the replay of
+// a 2-stage plan under mpirun; and the reduced fidelity testbed end to end.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "../common/cli_runner.h"
+#include "../common/test_util.h"
+#include "planner.h"
+#include "replay.h"
+#include "sim.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using testutil::TempDir;
+namespace sim = adagrouper::sim;
+namespace calib = adagrouper::calib;
+
+// A summary JSON as simulate writes it, with the fields compare reads.
+json summary(const std::string& schedule, int k, int b, std::vector<double> times, std::vector<double> busy,
+             int micro_batches = 8) {
+  json j;
+  double total = 0;
+  for (double t : times) total += t;
+  j["pipeline"] = "synthetic";
+  j["schedule"] = schedule;
+  j["k"] = k;
+  j["micro_batch_size"] = b;
+  j["micro_batches"] = micro_batches;
+  j["global_batch_size"] = b * micro_batches;
+  j["stages"] = busy.size();
+  j["iterations"] = times.size();
+  j["start_time_s"] = 0.0;
+  j["iteration_times_s"] = times;
+  j["mean_iteration_time_s"] = total / times.size();
+  j["total_time_s"] = total;
+  double sum_busy = 0;
+  for (double x : busy) sum_busy += x;
+  j["bubble_fraction"] = 1 - sum_busy / (busy.size() * total);
+  j["per_stage"] = json::array();
+  for (std::size_t s = 0; s < busy.size(); ++s)
+    j["per_stage"].push_back({{"stage", s}, {"busy_s", busy[s]}, {"bubble_s", total - busy[s]}});
+  return j;
+}
+
+sim::Summary parsed(const json& j, const std::string& name) { return sim::parse_summary(j, name); }
+
+TEST(Compare, KnownErrors) {
+  const auto p = parsed(summary("kfkb", 2, 1, {1.1, 0.9, 1.0}, {1.5, 1.2}), "p.json");
+  const auto m = parsed(summary("kfkb", 2, 1, {1.0, 1.0, 1.0}, {1.5, 1.5}), "m.json");
+  const sim::Comparison c = sim::compare(p, m);
+  ASSERT_EQ(c.iterations.size(), 3u);
+  EXPECT_NEAR(c.iterations[0].error_pct, 10.0, 1e-9);
+  EXPECT_NEAR(c.iterations[1].error_pct, -10.0, 1e-9);
+  EXPECT_NEAR(c.iterations[2].error_pct, 0.0, 1e-9);
+  EXPECT_NEAR(c.iterations[0].error_s, 0.1, 1e-12);
+  EXPECT_NEAR(c.mape_pct, 20.0 / 3.0, 1e-9);
+  EXPECT_NEAR(c.mean_error_pct, 0.0, 1e-9);
+  EXPECT_NEAR(c.max_abs_error_pct, 10.0, 1e-9);
+  EXPECT_NEAR(c.median_abs_error_pct, 10.0, 1e-9);
+  EXPECT_EQ(c.label, "kfkb k=2 b=1");
+  // Per stage, per iteration: stage 1 busy 0.4 s predicted, 0.5 s measured.
+  ASSERT_EQ(c.per_stage.size(), 2u);
+  EXPECT_NEAR(c.per_stage[0].busy_diff_s, 0.0, 1e-12);
+  EXPECT_NEAR(c.per_stage[1].busy_predicted_s, 0.4, 1e-12);
+  EXPECT_NEAR(c.per_stage[1].busy_measured_s, 0.5, 1e-12);
+  EXPECT_NEAR(c.per_stage[1].busy_error_pct, -20.0, 1e-9);
+  EXPECT_NEAR(c.per_stage[1].bubble_diff_s, 0.1, 1e-12);
+  EXPECT_NEAR(c.bubble_fraction_predicted - c.bubble_fraction_measured, (1 - 2.7 / 6) - 0.5, 1e-12);
+}
+
+TEST(Compare, DifferentLengthsCompareThePrefix) {
+  const auto p = parsed(summary("1f1b", 1, 2, {2.0, 2.0}, {1.0}), "p.json");
+  const auto m = parsed(summary("1f1b", 1, 2, {2.5, 2.0, 4.0, 4.0}, {2.0}), "m.json");
+  const auto c = sim::compare(p, m);
+  ASSERT_EQ(c.iterations.size(), 2u);
+  EXPECT_NEAR(c.mape_pct, 10.0, 1e-9);
+  EXPECT_NEAR(c.median_abs_error_pct, 10.0, 1e-9);  // 20% and 0%: the middle of two
+  EXPECT_NEAR(c.per_stage[0].busy_measured_s, 0.5, 1e-12);  // 2.0 s over 4 iterations
+}
+
+TEST(Compare, MismatchedRunsAreBadInput) {
+  const auto p = parsed(summary("kfkb", 2, 1, {1.0}, {0.5}), "p.json");
+  const auto m = parsed(summary("kfkb", 3, 1, {1.0}, {0.5}), "m.json");
+  EXPECT_THAT(testutil::input_error([&] { sim::compare(p, m); }),
+              HasSubstr("m.json: k: 3 does not match 2 in p.json"));
+  json bad = summary("kfkb", 2, 1, {1.0, 2.0}, {0.5});
+  bad["iterations"] = 3;
+  EXPECT_THAT(testutil::input_error([&] { parsed(bad, "x.json"); }), HasSubstr("x.json: iteration_times_s"));
+  bad = summary("kfkb", 2, 1, {1.0}, {0.5});
+  bad["per_stage"][0].erase("busy_s");
+  EXPECT_THAT(testutil::input_error([&] { parsed(bad, "x.json"); }), HasSubstr("busy_s"));
+}
+
+// Three candidates whose measured order swaps the last two: C = 2, D = 1, tau = 1/3.
+TEST(Compare, RankingOfCandidates) {
+  std::vector<sim::Comparison> cs;
+  const std::vector<std::pair<double, double>> pm = {{1.0, 1.1}, {2.0, 2.4}, {3.0, 2.2}};
+  for (std::size_t i = 0; i < pm.size(); ++i)
+    cs.push_back(sim::compare(parsed(summary("kfkb", static_cast<int>(i) + 1, 1, {pm[i].first}, {0.5}), "p"),
+                              parsed(summary("kfkb", static_cast<int>(i) + 1, 1, {pm[i].second}, {0.5}), "m")));
+  auto r = sim::rank_agreement(cs, 0);
+  EXPECT_EQ(r.pairs, 3);
+  EXPECT_EQ(r.concordant, 2);
+  EXPECT_EQ(r.discordant, 1);
+  EXPECT_NEAR(r.kendall_tau, 1.0 / 3.0, 1e-12);
+  EXPECT_NEAR(r.pairwise_agreement, 2.0 / 3.0, 1e-12);
+  EXPECT_EQ(r.predicted_best, 0);
+  EXPECT_EQ(r.measured_best, 0);
+  EXPECT_TRUE(r.best_holds);
+  EXPECT_TRUE(r.chosen_is_fastest_measured);
+  EXPECT_NEAR(r.regret_pct, 0.0, 1e-12);
+
+  // Now the predicted best is measured slowest: the pick misses by 3.0 / 1.1 - 1.
+  cs[0] = sim::compare(parsed(summary("kfkb", 1, 1, {1.0}, {0.5}), "p"),
+                       parsed(summary("kfkb", 1, 1, {3.0}, {0.5}), "m"));
+  r = sim::rank_agreement(cs, 1);
+  EXPECT_EQ(r.predicted_best, 0);
+  EXPECT_EQ(r.measured_best, 2);
+  EXPECT_FALSE(r.best_holds);
+  EXPECT_NEAR(r.regret_pct, 100.0 * (3.0 / 2.2 - 1.0), 1e-9);
+  EXPECT_FALSE(r.chosen_is_fastest_measured);
+  EXPECT_NEAR(r.chosen_regret_pct, 100.0 * (2.4 / 2.2 - 1.0), 1e-9);
+  EXPECT_EQ(r.concordant, 0);
+  EXPECT_EQ(r.discordant, 3);
+  EXPECT_NEAR(r.kendall_tau, -1.0, 1e-12);
+
+  // Ties in the prediction: tau-b leaves them out of the denominator.
+  for (auto& c : cs) c.mean_predicted_s = 1.0;
+  r = sim::rank_agreement(cs);
+  EXPECT_EQ(r.tied, 3);
+  EXPECT_EQ(r.kendall_tau, 1.0);
+  EXPECT_FALSE(r.chosen.has_value());
+  EXPECT_THAT(testutil::input_error([&] { sim::rank_agreement(cs, 3); }), HasSubstr("--chosen: 3"));
+}
+
+class CompareCli : public ::testing::Test {
+ public:
+  clirunner::Outcome run(const std::string& args) { return clirunner::run_adagrouper(args, tmp_.path()); }
+  std::string file(const std::string& name, const json& j) { return tmp_.write(name, j).string(); }
+  TempDir tmp_;
+};
+
+TEST_F(CompareCli, PairsJsonAndTable) {
+  const auto p0 = file("p0.json", summary("1f1b", 1, 2, {2.0, 2.0}, {1.0, 1.0}));
+  const auto m0 = file("m0.json", summary("1f1b", 1, 2, {2.1, 1.9}, {1.0, 1.0}));
+  const auto p1 = file("p1.json", summary("kfkb", 2, 2, {1.5, 1.5}, {1.0, 1.0}));
+  const auto m1 = file("m1.json", summary("kfkb", 2, 2, {1.6, 1.5}, {1.0, 1.0}));
+  const auto plan = file("plan.json", json{{"chosen", {{"schedule", "kfkb"}, {"k", 2}, {"micro_batch_size", 2}}}});
+  const auto out = tmp_.path() / "cmp.json";
+  auto r = run(fmt::format("compare --pair {}={} --pair {}={} --plan {} --json --output {}", p0, m0, p1, m1, plan,
+                           out.string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j, json::parse(clirunner::slurp(out)));
+  EXPECT_EQ(j["schema"], "adagrouper.compare/1");
+  ASSERT_EQ(j["comparisons"].size(), 2u);
+  EXPECT_NEAR(j["comparisons"][0]["mape_pct"].get<double>(), 100.0 * (0.1 / 2.1 + 0.1 / 1.9) / 2, 1e-9);
+  EXPECT_EQ(j["comparisons"][1]["label"], "kfkb k=2 b=2");
+  EXPECT_EQ(j["ranking"]["chosen"], 1);
+  EXPECT_EQ(j["ranking"]["chosen_is_fastest_measured"], true);
+  EXPECT_EQ(j["ranking"]["kendall_tau"], 1.0);
+  for (const char* key : {"iterations", "mean_error_pct", "max_abs_error_pct", "median_abs_error_pct",
+                          "bubble_fraction_diff", "per_stage"})
+    EXPECT_TRUE(j["comparisons"][0].contains(key)) << key;
+
+  // The same as a list file, as a table; --fail-above fails on the first pair's 5%.
+  const auto list = tmp_.write("pairs.txt", fmt::format("# predicted measured\n{} {}\n\n{} {}\n", p0, m0, p1, m1));
+  r = run(fmt::format("compare --pairs {} --chosen 0 --fail-above 4", list.string()));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_THAT(r.out, HasSubstr("kfkb k=2 b=2"));
+  EXPECT_THAT(r.out, HasSubstr("planner's pick #0 (1f1b b=2): not the fastest measured"));
+  EXPECT_THAT(r.err, HasSubstr("above --fail-above 4%"));
+
+  r = run(fmt::format("compare --predicted {} --measured {}", p0, m0));
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_THAT(r.out, HasSubstr("MAPE 5.01%"));
+}
+
+TEST_F(CompareCli, BadInput) {
+  const auto p0 = file("p0.json", summary("1f1b", 1, 2, {2.0}, {1.0}));
+  const auto m1 = file("m1.json", summary("gpipe", 8, 2, {2.0}, {1.0}));
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"compare", "--predicted/--measured: missing"},
+           {"compare --predicted " + p0, "--measured: missing"},
+           {"compare --pair " + p0, "is not PREDICTED=MEASURED"},
+           {"compare --predicted " + p0 + " --measured " + m1, "schedule: gpipe does not match 1f1b"},
+           {"compare --predicted " + p0 + " --measured /nonexistent.json", "/nonexistent.json"},
+           {"compare --pairs /nonexistent.txt", "/nonexistent.txt: cannot open"},
+       }) {
+    const auto r = run(args);
+    EXPECT_EQ(r.rc, 2) << args;
+    EXPECT_THAT(r.err, HasSubstr(piece)) << args;
+  }
+  EXPECT_EQ(run("compare --help").rc, 0);
+}
+
+// --- the replay's measured result --------------------------------------------
+
+// What the replay would have recorded had the run gone exactly as simulated.
+calib::Measurements measurements_of(const sim::SimResult& r, const calib::ReplayPlan& plan,
+                                    const std::vector<calib::StageProgram>& progs) {
+  calib::Measurements m;
+  m.warmup = 0;
+  m.iterations = r.iterations;
+  const auto& tl = *r.timeline;
+  const int S = plan.stages;
+  m.ranks.resize(S);
+  for (int s = 0; s < S; ++s) {
+    auto& rec = m.ranks[s];
+    const auto& p = progs[s];
+    rec.op_start.assign(p.compute.size() * r.iterations, -1);
+    rec.op_end = rec.op_start;
+    rec.send_post.assign(p.sends.size() * r.iterations, -1);
+    rec.send_done = rec.send_post;
+    rec.recv_post.assign(p.recvs.size() * r.iterations, -1);
+    rec.recv_done = rec.recv_post;
+    rec.iteration_end.assign(r.iterations, 0);
+  }
+  for (const auto& o : tl.ops) {
+    const auto& p = progs[o.stage];
+    for (std::size_t c = 0; c < p.compute.size(); ++c) {
+      if (p.compute[c].op != o.op) continue;
+      const std::size_t k = o.iteration * p.compute.size() + c;
+      m.ranks[o.stage].op_start[k] = o.start;
+      m.ranks[o.stage].op_end[k] = o.end;
+      auto& end = m.ranks[o.stage].iteration_end[o.iteration];
+      end = std::max(end, o.end + plan.params[o.stage].opt);
+    }
+  }
+  for (const auto& t : tl.transfers) {
+    const auto& tx = progs[t.from];
+    const auto& rx = progs[t.to];
+    const int tag = 2 * t.micro_batch + (t.to < t.from);
+    for (std::size_t q = 0; q < tx.sends.size(); ++q)
+      if (tx.sends[q].tag == tag && tx.sends[q].peer == t.to) {
+        m.ranks[t.from].send_post[t.iteration * tx.sends.size() + q] = t.start;
+        m.ranks[t.from].send_done[t.iteration * tx.sends.size() + q] = t.end;
+      }
+    for (std::size_t q = 0; q < rx.recvs.size(); ++q)
+      if (rx.recvs[q].tag == tag && rx.recvs[q].peer == t.from) {
+        m.ranks[t.to].recv_post[t.iteration * rx.recvs.size() + q] = t.start;
+        m.ranks[t.to].recv_done[t.iteration * rx.recvs.size() + q] = t.end;
+      }
+  }
+  double t = r.start_time_s;
+  m.boundaries.push_back(t);
+  for (double x : r.iteration_times_s) m.boundaries.push_back(t += x);
+  m.start_time_s = r.start_time_s;
+  return m;
+}
+
+calib::ReplayPlan plan_of(const sim::Pipeline& pipe, const sim::Schedule& sch, int b) {
+  calib::ReplayPlan plan;
+  plan.source = "test-plan.json";
+  plan.pipeline = pipe.name;
+  plan.stages = pipe.num_stages();
+  plan.global_batch_size = pipe.global_batch_size;
+  plan.memory_limit_bytes = pipe.memory_limit_bytes;
+  plan.schedule = sch.name;
+  plan.k = sch.k;
+  plan.micro_batch_size = b;
+  plan.micro_batches = pipe.global_batch_size / b;
+  plan.params = pipe.at(b);
+  plan.programs = adagrouper::planner::device_programs(sch, plan.params);
+  return plan;
+}
+
+// Had the replay measured exactly what the simulator computed, its summary would be the
+// simulator's: same iteration times, busy and bubble time, in-flight micro-batches,
+// memory, channel busy time and queue depth.
+TEST(MeasuredResult, ReproducesTheSimulatorsDefinitions) {
+  TempDir tmp;
+  const std::string root = SOURCE_ROOT;
+  const std::vector<std::tuple<std::string, std::string, std::string, std::optional<int>, int>> cases = {
+      {"configs/examples/toy-4.json", "configs/examples/toy-net-2s.json", "kfkb", 2, 1},
+      {"configs/examples/toy-4.json", "configs/examples/toy-net-0.5s.json", "1f1b", std::nullopt, 1},
+      {"configs/examples/toy-4.json", "configs/examples/toy-net-0.5s.json", "dapple-b", std::nullopt, 1},
+      {"configs/fidelity/pipeline-2.json", "configs/fidelity/net-200mbit.json", "kfkb", 3, 1},
+      {"configs/fidelity/pipeline-4.json", "configs/fidelity/net-200mbit.json", "gpipe", std::nullopt, 2},
+  };
+  for (const auto& [pipe_path, net_path, name, k, b] : cases) {
+    SCOPED_TRACE(pipe_path + " " + name);
+    const sim::Pipeline pipe = sim::load_pipeline(root + "/" + pipe_path);
+    sim::Network net = sim::load_network(root + "/" + net_path, pipe.num_stages());
+    const int M = pipe.global_batch_size / b;
+    sim::Schedule sch = sim::make_named(name, pipe.num_stages(), M, k);
+    const calib::ReplayPlan plan = plan_of(pipe, sch, b);
+    std::vector<calib::StageProgram> progs;
+    for (int s = 0; s < plan.stages; ++s) progs.push_back(calib::index_program(plan, s));
+    sim::Scenario sc = sim::make_scenario(pipe, std::move(net), std::move(sch), b, 3);
+    const sim::SimResult r = sim::simulate(sc, {.timeline = true});
+    const calib::Measurements m = measurements_of(r, plan, progs);
+    EXPECT_THAT(calib::check_measurements(progs, m, 1e-9), ::testing::IsEmpty());
+    const sim::SimResult got = calib::measured_result(plan, progs, m, true);
+    const json a = sim::summary_json(r), g = sim::summary_json(got);
+    ASSERT_EQ(a.size(), g.size());
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      SCOPED_TRACE(it.key());
+      const json& x = *it;
+      const json& y = g.at(it.key());
+      if (x.is_number_float()) {
+        EXPECT_NEAR(x.get<double>(), y.get<double>(), 1e-9 * std::max(1.0, std::abs(x.get<double>())));
+      } else if (it.key() == "per_stage" || it.key() == "channels" || it.key() == "iteration_times_s") {
+        ASSERT_EQ(x.size(), y.size());
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          if (x[i].is_number()) {
+            EXPECT_NEAR(x[i].get<double>(), y[i].get<double>(), 1e-9);
+            continue;
+          }
+          for (auto f = x[i].begin(); f != x[i].end(); ++f) {
+            double want = f->get<double>();
+            // The replay moves whole bytes: toy-4's 0.5-byte messages move 1 byte each.
+            if (f.key() == "bytes") want = x[i]["messages"].get<double>() * std::round(want / x[i]["messages"].get<double>());
+            EXPECT_NEAR(want, y[i].at(f.key()).get<double>(), 1e-6 * std::max(1.0, want))
+                << it.key() << "[" << i << "]." << f.key();
+          }
+        }
+      } else {
+        EXPECT_EQ(x, y);
+      }
+    }
+    EXPECT_EQ(got.timeline->ops.size(), r.timeline->ops.size());
+    EXPECT_EQ(got.timeline->transfers.size(), r.timeline->transfers.size());
+    EXPECT_FALSE(sim::timeline_json(got).empty());
+    // The stage trace holds every op of every measured iteration.
+    const std::string csv = calib::stage_trace_csv(progs, m);
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 3 * 2 * M * plan.stages);
+  }
+}
+
+TEST(MeasuredResult, OutOfOrderRecordsAreReported) {
+  const sim::Pipeline pipe = sim::load_pipeline(std::string(SOURCE_ROOT) + "/configs/examples/toy-4.json");
+  sim::Network net = sim::load_network(std::string(SOURCE_ROOT) + "/configs/examples/toy-net-0.5s.json", 4);
+  sim::Schedule sch = sim::make_named("1f1b", 4, 8, std::nullopt);
+  const auto plan = plan_of(pipe, sch, 1);
+  std::vector<calib::StageProgram> progs;
+  for (int s = 0; s < 4; ++s) progs.push_back(calib::index_program(plan, s));
+  sim::Scenario sc = sim::make_scenario(pipe, std::move(net), std::move(sch), 1, 1);
+  auto m = measurements_of(sim::simulate(sc, {.timeline = true}), plan, progs);
+  // Stage 2's first op (F0) starts before its activation arrived.
+  m.ranks[2].op_start[0] -= 0.4;
+  const auto problems = calib::check_measurements(progs, m, 1e-6);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_THAT(problems[0], HasSubstr("stage 2 iteration 0: F0 started"));
+}
+
+// --- plans for the replay ----------------------------------------------------
+
+TEST(ReplayPlan, ChosenAndOtherCandidates) {
+  TempDir tmp;
+  const auto plan_path = tmp.path() / "plan.json";
+  const auto r = clirunner::run_adagrouper(
+      "plan --pipeline configs/fidelity/pipeline-2.json --network configs/fidelity/net-200mbit.json --output " +
+          plan_path.string(),
+      tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string pipe = std::string(SOURCE_ROOT) + "/configs/fidelity/pipeline-2.json";
+  const calib::ReplayPlan chosen = calib::load_replay_plan(plan_path.string(), {pipe, std::nullopt});
+  EXPECT_TRUE(chosen.chosen);
+  EXPECT_EQ(chosen.stages, 2);
+  const json doc = json::parse(clirunner::slurp(plan_path));
+  EXPECT_EQ(chosen.schedule, doc["chosen"]["schedule"]);
+  EXPECT_EQ(chosen.micro_batches, doc["chosen"]["micro_batches"]);
+  ASSERT_EQ(chosen.programs.size(), 2u);
+  EXPECT_EQ(chosen.programs[0].entries.size(), doc["devices"][0]["program"].size());
+  // Every candidate loads, with programs that index (the planner's own for the others).
+  for (std::size_t i = 0; i < doc["candidates"].size(); ++i) {
+    const auto c = calib::load_replay_plan(plan_path.string(), {pipe, static_cast<int>(i)});
+    EXPECT_EQ(c.chosen, doc["candidates"][i]["status"] == "chosen") << i;
+    for (int s = 0; s < 2; ++s) EXPECT_EQ(calib::index_program(c, s).compute.size(), 2u * c.micro_batches);
+  }
+  EXPECT_THAT(testutil::input_error([&] { calib::load_replay_plan(plan_path.string(), {pipe, 99}); }),
+              HasSubstr("--candidate: 99"));
+  // A program whose send precedes its producer is refused, naming the entry.
+  json bad = doc;
+  auto& prog = bad["devices"][0]["program"];
+  std::swap(prog[0], prog[1]);  // F0, send F0 -> send F0, F0
+  const auto bad_path = tmp.write("bad.json", bad);
+  EXPECT_THAT(testutil::input_error([&] { calib::load_replay_plan(bad_path.string(), {pipe, std::nullopt}); }),
+              HasSubstr("bad.json: devices"));
+}
+
+// --- the replay under mpirun ------------------------------------------------------
+
+#ifdef ADAGROUPER_CALIB_BIN
+std::string shell(const std::string& cmd, int& rc) {
+  std::string out;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+#endif
+
+TEST(Replay, TwoStagePlanUnderMpirun) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the replay is not tested";
+#else
+  TempDir tmp;
+  const auto plan_path = tmp.path() / "plan.json";
+  auto r = clirunner::run_adagrouper("plan --pipeline configs/fidelity/pipeline-2.json --network "
+                                     "configs/fidelity/net-200mbit.json --output " + plan_path.string(),
+                                     tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const fs::path run = tmp.path() / "run.json", raw = tmp.path() / "raw.jsonl", tl = tmp.path() / "run.trace.json",
+                 st = tmp.path() / "stages.csv", sim_out = tmp.path() / "sim.json";
+  int rc = 0;
+  const std::string out = shell(
+      fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' replay "
+                  "--plan '{}' --iterations 2 --warmup 1 --timeout 60 --output '{}' --raw '{}' --timeline '{}' "
+                  "--stage-trace '{}' 2>&1",
+                  SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), run.string(), raw.string(), tl.string(),
+                  st.string()),
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  const json plan = json::parse(clirunner::slurp(plan_path));
+  const int M = plan["chosen"]["micro_batches"];
+
+  // Every op of the program ran once per iteration, in the program's order.
+  std::map<std::pair<int, int>, std::vector<json>> by_stage_iteration;
+  std::istringstream lines(clirunner::slurp(raw));
+  for (std::string line; std::getline(lines, line);) {
+    const json j = json::parse(line);
+    by_stage_iteration[{j["stage"].get<int>(), j["iteration"].get<int>()}].push_back(j);
+  }
+  ASSERT_EQ(by_stage_iteration.size(), 2u * 3u);  // 2 stages x (1 warm-up + 2 measured)
+  for (const auto& [key, ops] : by_stage_iteration) {
+    const auto& program = plan["devices"][key.first]["program"];
+    ASSERT_EQ(ops.size(), program.size()) << key.first << " " << key.second;
+    double prev_compute_end = -1e300;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      EXPECT_EQ(ops[i]["kind"], program[i]["op"]);
+      EXPECT_EQ(ops[i]["micro_batch"], program[i]["micro_batch"]);
+      EXPECT_LE(ops[i]["start_s"].get<double>(), ops[i]["end_s"].get<double>());
+      if (program[i]["op"] == "forward" || program[i]["op"] == "backward") {
+        EXPECT_GE(ops[i]["start_s"].get<double>(), prev_compute_end - 1e-6);
+        prev_compute_end = ops[i]["end_s"];
+      } else {
+        EXPECT_EQ(ops[i]["peer"], program[i]["peer"]);
+        EXPECT_EQ(ops[i]["tag"], program[i]["tag"]);
+        EXPECT_EQ(ops[i]["bytes"].get<double>(), std::round(program[i]["bytes"].get<double>()));
+      }
+    }
+  }
+  // Send/recv pairs: the n-th send of a channel and the n-th recv from it carry the same
+  // tag, and the data arrives after the send began.
+  for (int it = -1; it < 2; ++it) {
+    for (int from = 0; from < 2; ++from) {
+      const int to = 1 - from;
+      std::vector<json> sends, recvs;
+      for (const auto& j : by_stage_iteration[{from, it}])
+        if (j["kind"] == "send") sends.push_back(j);
+      for (const auto& j : by_stage_iteration[{to, it}])
+        if (j["kind"] == "recv") recvs.push_back(j);
+      ASSERT_EQ(sends.size(), static_cast<std::size_t>(M));
+      ASSERT_EQ(recvs.size(), sends.size());
+      for (std::size_t n = 0; n < sends.size(); ++n) {
+        EXPECT_EQ(sends[n]["tag"], recvs[n]["tag"]);
+        EXPECT_EQ(sends[n]["bytes"], recvs[n]["bytes"]);
+        EXPECT_GE(recvs[n]["end_s"].get<double>(), sends[n]["start_s"].get<double>() - 1e-4);
+      }
+    }
+  }
+
+  // The measured summary has the fields of simulate's, in the same order.
+  r = clirunner::run_adagrouper(
+      fmt::format("simulate --pipeline configs/fidelity/pipeline-2.json --network configs/fidelity/net-200mbit.json "
+                  "--schedule {} {} --micro-batch-size {} --iterations 2 --output {}",
+                  plan["chosen"]["schedule"].get<std::string>(),
+                  plan["chosen"]["schedule"] == "kfkb" ? fmt::format("--k {}", plan["chosen"]["k"].get<int>()) : "",
+                  plan["chosen"]["micro_batch_size"].get<int>(), sim_out.string()),
+      tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json measured = json::parse(clirunner::slurp(run)), predicted = json::parse(clirunner::slurp(sim_out));
+  std::vector<std::string> mk, pk;
+  for (auto it = measured.begin(); it != measured.end(); ++it) mk.push_back(it.key());
+  for (auto it = predicted.begin(); it != predicted.end(); ++it) pk.push_back(it.key());
+  EXPECT_EQ(mk, pk);
+  EXPECT_EQ(measured["iterations"], 2);
+  EXPECT_EQ(measured["compute_ops"], 2 * 2 * 2 * M);
+  EXPECT_EQ(measured["transfers"], 2 * 2 * M);
+  // The compute ops last at least their profile's durations (a busy op never ends early).
+  // How much longer depends on the load of the machine running the suite (CI shares two
+  // cores among both ranks), so the upper bound only catches gross errors such as an op
+  // run twice; docs/fidelity.md has the accuracy measured on a quiet machine.
+  for (int s = 0; s < 2; ++s) {
+    const double busy = measured["per_stage"][s]["busy_s"].get<double>();
+    const double want = predicted["per_stage"][s]["busy_s"].get<double>();
+    EXPECT_GE(busy, 0.98 * want) << "stage " << s;
+    EXPECT_LE(busy, 1.9 * want) << "stage " << s;
+  }
+  // compare reads both; the timeline and the stage trace are what simulate reads.
+  r = clirunner::run_adagrouper(fmt::format("compare --predicted {} --measured {}", sim_out.string(), run.string()),
+                                tmp.path());
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(json::parse(clirunner::slurp(tl)).contains("traceEvents"));
+  r = clirunner::run_adagrouper(
+      fmt::format("simulate --pipeline configs/fidelity/pipeline-2.json --network configs/fidelity/net-200mbit.json "
+                  "--schedule {} {} --micro-batch-size {} --iterations 2 --stage-trace {}",
+                  plan["chosen"]["schedule"].get<std::string>(),
+                  plan["chosen"]["schedule"] == "kfkb" ? fmt::format("--k {}", plan["chosen"]["k"].get<int>()) : "",
+                  plan["chosen"]["micro_batch_size"].get<int>(), st.string()),
+      tmp.path());
+  EXPECT_EQ(r.rc, 0) << r.err;
+
+  // A plan for 2 stages under 3 ranks is one line of bad input, exit status 2.
+  const std::string bad = shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 3 --mca btl "
+                                            "tcp,self '{}' replay --plan '{}' 2>&1",
+                                            SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string()),
+                                rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_THAT(bad, HasSubstr("the plan has 2 stages, and this job runs 3 ranks"));
+#endif
+}
+
+// --- the testbed, reduced ----------------------------------------------------------
+
+TEST(Testbed, ReducedRunEndToEnd) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
+#else
+  TempDir tmp;
+  int rc = 0;
+  const std::string out =
+      shell(fmt::format("cd '{}' && tools/fidelity.sh --ci --build '{}' --out '{}' 2>&1", SOURCE_ROOT, BUILD_ROOT,
+                        tmp.path().string()),
+            rc);
+  if (rc == 77) GTEST_SKIP() << out;
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr("MAPE"));
+  const json cmp = json::parse(clirunner::slurp(tmp.path() / "preempted" / "compare.json"));
+  EXPECT_GE(cmp["comparisons"].size(), 2u);
+  EXPECT_TRUE(cmp["ranking"].contains("kendall_tau"));
+  // For each candidate the driver recorded the rate changes it applied, from time 0.
+  int recorded = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path() / "preempted")) {
+    if (e.path().filename().string().rfind("recorded-", 0) != 0) continue;
+    ++recorded;
+    EXPECT_THAT(clirunner::slurp(e.path()), ::testing::StartsWith("time_s,value\n0.000000,")) << e.path();
+  }
+  EXPECT_EQ(recorded, 2);
+#endif
+}
+
+}  // namespace

@@ -1,0 +1,502 @@
+#!/usr/bin/env bash
+# The fidelity testbed (docs/fidelity.md): how close is the simulator to a real run?
+#
+# On one machine, N ranks (2 to 4) in network namespaces joined by veth pairs shaped with
+# tc tbf (tools/netns.sh) run the pipeline for real (adagrouper-calib replay, CPU/MPI
+# backend), and the simulator predicts the same runs on the conditions recorded while
+# they ran. For each scenario (a constant shaped link; a link whose rate a preemption
+# driver changes over time following a trace):
+#
+#   1. calibrate   each channel's effective rate and latency on the shaped links (once,
+#                  before the scenarios)
+#   2. plan        adagrouper plan on the calibrated network (and the trace)
+#   3. replay      several candidate plans, one after the other, each for --iterations
+#                  measured iterations; in the preempted scenario each starts at the
+#                  beginning of the trace, which a driver plays on the links, recording
+#                  when each rate change took effect
+#   4. simulate    each candidate on the recorded conditions (the recorded rate changes,
+#                  scaled by the calibrated efficiency), starting where its replay did
+#   5. compare     adagrouper compare: per-candidate error, MAPE, ranking; a table.
+#                  Preempted, also against each iteration simulated on its own from
+#                  the measured iteration's start ("aligned": no drift between the two)
+#
+# Usage: tools/fidelity.sh [OPTIONS]
+#   --ranks N          stages and ranks, 2 .. 4 (default 2)
+#   --rate RATE        tc rate of every link when not preempted (default 200mbit)
+#   --scenario S       constant, preempted or both (default both)
+#   --trace FILE       preemption trace (rate in bytes/s over time, any format of
+#                      `adagrouper trace`, looped); default: periodic, the full rate for
+#                      2 s, then a quarter of it for 2 s
+#   --iterations n     measured iterations per replay (default 8)
+#   --warmup w         warm-up iterations per replay (default 1)
+#   --candidates K     replay at most K evaluated candidates: the chosen one, then the
+#                      others by predicted time (default 0: all of them)
+#   --calibrate M      replay (default) or p2p: how the links' effective rate is
+#                      measured (see step 1 below)
+#   --priority P       the ranks' scheduling priority: rt (chrt -f 10, SCHED_FIFO; their
+#                      threads sleep while they wait), nice (nice -n -10) or none;
+#                      default auto: rt where permitted and ranks < cores, else nice
+#   --streams S        replay streams: plan (one send and one recv stream per stage) or
+#                      channel (one per channel end) (default plan)
+#   --pipeline FILE    pipeline (default configs/fidelity/pipeline-N.json)
+#   --build DIR        where adagrouper and adagrouper-calib are (default build)
+#   --out DIR          outputs (default fidelity-out)
+#   --prefix P         namespace prefix (default agf)
+#   --ci               reduced run for CI: 2 ranks, the preempted scenario (the constant
+#                      one is the same without the driver), 2 candidates, 2 measured
+#                      iterations, a short calibration (the largest messages only)
+#   --keep             leave the namespaces in place afterwards
+#
+# Outputs in --out: calibration.json and calib/ (its runs), trace-unrolled.csv, and per
+# scenario plan.json, net-plan.json, run-I.json / sim-I.json (measured / predicted
+# summaries of candidate I), run-I.trace.json / sim-I.trace.json (timelines),
+# recorded-I.csv and net-sim-I.json (preempted: the rates the driver applied during
+# candidate I's run, and the network simulated from them), pairs.txt, compare.json and
+# compare.txt. Exit status: 0 done (whatever the errors are), 77 skipped
+# (no adagrouper-calib, not root, or network namespaces not permitted), 1 failure,
+# 2 bad options.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
+pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
+
+die() {
+  echo "fidelity.sh: $*" >&2
+  exit 2
+}
+skip() {
+  echo "fidelity.sh: SKIP: $*"
+  exit 77
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ranks) ranks=${2:-}; shift 2 ;;
+    --rate) rate=${2:-}; shift 2 ;;
+    --scenario) scenario=${2:-}; shift 2 ;;
+    --trace) trace=${2:-}; shift 2 ;;
+    --iterations) iterations=${2:-}; shift 2 ;;
+    --warmup) warmup=${2:-}; shift 2 ;;
+    --candidates) candidates=${2:-}; shift 2 ;;
+    --streams) streams=${2:-}; shift 2 ;;
+    --calibrate) calibrate=${2:-}; shift 2 ;;
+    --priority) priority=${2:-}; shift 2 ;;
+    --pipeline) pipeline=${2:-}; shift 2 ;;
+    --build) build=${2:-}; shift 2 ;;
+    --out) out=${2:-}; shift 2 ;;
+    --prefix) prefix=${2:-}; shift 2 ;;
+    --ci) ci=1; shift ;;
+    --keep) keep=1; shift ;;
+    -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see tools/fidelity.sh --help)" ;;
+  esac
+done
+if [ "$ci" -eq 1 ]; then
+  ranks=2 iterations=2 warmup=1 candidates=2 calib_it=1 calib_sizes=large scenario=preempted startup_s=2
+fi
+[[ "$ranks" =~ ^[2-4]$ ]] || die "--ranks: 2 .. 4, got '$ranks'"
+[[ "$iterations" =~ ^[1-9][0-9]*$ ]] || die "--iterations: a positive integer, got '$iterations'"
+[[ "$warmup" =~ ^[0-9]+$ ]] || die "--warmup: an integer >= 0, got '$warmup'"
+[[ "$candidates" =~ ^[0-9]+$ ]] || die "--candidates: an integer >= 0, got '$candidates'"
+[[ "$rate" =~ ^[0-9]+(bit|kbit|mbit|gbit)$ ]] || die "--rate: a tc rate like 200mbit, got '$rate'"
+case "$scenario" in constant | preempted | both) ;; *) die "--scenario: constant, preempted or both" ;; esac
+case "$streams" in plan | channel) ;; *) die "--streams: plan or channel" ;; esac
+case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esac
+if [ "$priority" = auto ]; then
+  # SCHED_FIFO only while every rank has a core of its own and one is left: MPI's
+  # collectives poll, and a polling SCHED_FIFO rank never yields its core to a rank of
+  # the same priority (4 ranks on 2 cores livelocked).
+  if [ "$ranks" -lt "$(nproc)" ] && chrt -f 10 true 2>/dev/null; then priority=rt; else priority=nice; fi
+fi
+case "$priority" in
+  none) prio=() ;;
+  nice) prio=(nice -n -10) ;;
+  rt) prio=(chrt -f 10) ;;
+  *) die "--priority: auto, rt, nice or none" ;;
+esac
+[ -n "$pipeline" ] || pipeline="$root/configs/fidelity/pipeline-$ranks.json"
+[ -f "$pipeline" ] || die "--pipeline: no file $pipeline"
+[ -z "$trace" ] || [ -f "$trace" ] || die "--trace: no file $trace"
+
+adagrouper="$build/adagrouper"
+calib="$build/adagrouper-calib"
+[ -x "$calib" ] || calib="$build/calib/adagrouper-calib"
+[ -x "$adagrouper" ] || skip "$build/adagrouper is not built"
+[ -x "$calib" ] || skip "adagrouper-calib is not built in $build (Meson found no MPI)"
+[ "$(id -u)" -eq 0 ] || skip "network namespaces and tc need root"
+netns=("$root/tools/netns.sh" --prefix "$prefix")
+"${netns[@]}" check >/dev/null 2>&1 || skip "network namespaces, veth pairs or tc shaping are not permitted here ($("${netns[@]}" check 2>&1 | tail -1))"
+command -v python3 >/dev/null || skip "python3 is not installed"
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+pipeline=$(cd "$(dirname "$pipeline")" && pwd)/$(basename "$pipeline")
+rate_bytes=$(python3 -c "
+import re,sys
+n,u=re.fullmatch(r'(\d+)([a-z]*)','$rate').groups()
+print(int(n)*{'bit':1,'kbit':1e3,'mbit':1e6,'gbit':1e9}[u]/8)")
+
+driver_pid=""
+cleanup() {
+  if [ -n "$driver_pid" ]; then kill "$driver_pid" 2>/dev/null || true; wait "$driver_pid" 2>/dev/null || true; fi
+  if [ "$keep" -eq 0 ]; then "${netns[@]}" destroy >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+"${netns[@]}" destroy >/dev/null 2>&1 || true
+"${netns[@]}" create "$ranks" >/dev/null
+"${netns[@]}" rate-all "$rate" >/dev/null
+
+# The ranks run at a higher priority than the rest of the machine (--priority), so that
+# other work on the host delays their wake-ups less. Every message goes eagerly: above
+# its eager limit (64 KiB), Open MPI's TCP transport first sends a request and waits for
+# the receiver's clear-to-send, which on a shaped link queues behind the data going the
+# other way (up to the tbf queue's 50 ms) and, with both directions busy, slowed the
+# transfers by a third (docs/fidelity.md).
+eager=$(python3 -c "
+import json, sys
+p = json.load(open(sys.argv[1]))
+m = max([e.get(k, 0) for st in p['stages'] for e in st['profile'] for k in ('output_bytes', 'grad_output_bytes')] + [0])
+print(max(65536, int(m) + 65536))" "$pipeline")
+mca=(--mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit "$eager" --mca btl_tcp_max_send_size "$eager"
+     --mca mpi_yield_when_idle 1)
+# Every run is bounded: a job that hangs is killed after 10 minutes.
+mpi() { timeout --kill-after=10 600 "${netns[@]}" mpirun -np "$ranks" "${mca[@]}" -- "${prio[@]}" "$@"; }
+
+# The preemption trace (nominal bytes/s), unrolled over an hour.
+if [ -z "$trace" ]; then
+  trace_spec=$(python3 -c "import json; print(json.dumps({'pattern': 'periodic', 'high': $rate_bytes, 'low': $rate_bytes / 4, 'period_s': 4, 'low_fraction': 0.5}))")
+else
+  trace_spec=$(python3 -c "import json,sys; print(json.dumps({'file': sys.argv[1], 'repeat': True}))" "$(cd "$(dirname "$trace")" && pwd)/$(basename "$trace")")
+fi
+"$adagrouper" trace slice --spec "$trace_spec" --start-s 0 --end-s 3600 --to csv \
+  --output "$out/trace-unrolled.csv" >/dev/null
+
+# set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
+# change, as tools/netns.sh rate does, with its burst and 50 ms queue), straight through
+# `tc -n` so that a change takes a few milliseconds.
+set_rate() {
+  local bits burst i
+  bits=$(awk -v v="$1" 'BEGIN { printf "%d", v * 8 }')
+  burst=$(awk -v v="$1" 'BEGIN { b = int(v / 1000); printf "%d", b < 4096 ? 4096 : b }')
+  for ((i = 0; i + 1 < ranks; i++)); do
+    tc -n "${prefix}${i}" qdisc change dev next root tbf rate "${bits}bit" burst "$burst" latency 50ms
+    tc -n "${prefix}$((i + 1))" qdisc change dev prev root tbf rate "${bits}bit" burst "$burst" latency 50ms
+  done
+}
+
+# --- 1. calibrate ----------------------------------------------------------------
+# Per channel and shaped rate (the constant rate, and every level of the trace, at most
+# four, else its lowest and highest): the effective rate R and the per-message latency L
+# (transfer time = L + bytes / R). `replay` (default) measures them with the mechanism
+# the replays use: 1F1B replays of the pipeline with its ops shrunk to 50 us, so that
+# both directions of every link carry messages back to back (the regime in which the
+# link's rate matters), one with every message of the pipeline's smallest size and one
+# of its largest; each gives a channel's median time per message (from the measured
+# timeline), and the two sizes give L and R. `p2p` uses adagrouper-calib p2p's samples
+# instead (at the constant rate only). Rates between calibrated levels interpolate the
+# efficiency R / shaped rate linearly.
+if [ "$scenario" = constant ]; then
+  levels=$rate_bytes
+else
+  levels=$(python3 - "$out/trace-unrolled.csv" "$rate_bytes" <<'EOF'
+import csv, sys
+vals = sorted({float(r[1]) for r in csv.reader(open(sys.argv[1])) if r and r[0][:1].isdigit()} | {float(sys.argv[2])})
+vals = [v for v in vals if v > 0]
+print(" ".join(repr(v) for v in (vals if len(vals) <= 4 else [vals[0], vals[-1]])))
+EOF
+)
+fi
+echo "== calibrate ($calibrate): $ranks ranks; shaped rates (B/s): $levels"
+mkdir -p "$out/calib"
+if [ "$calibrate" = replay ]; then
+  for size in $calib_sizes; do
+    python3 - "$pipeline" "$out/calib/pipeline-$size.json" "$size" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+sizes = sorted({e[k] for st in p["stages"] for e in st["profile"] for k in ("output_bytes", "grad_output_bytes")
+                if k in e and e[k] > 0})
+size = sizes[0] if sys.argv[3] == "small" else sizes[-1]
+p["name"] += "-calibration-" + sys.argv[3]
+p["description"] = f"50 us ops and messages of {size} bytes: both directions of every link busy"
+p["global_batch_size"] = 8
+p.pop("memory_limit_bytes", None)
+for st in p["stages"]:
+    st["optimizer_s"] = 0.0
+    st["profile"] = [{"micro_batch_size": 1, "forward_s": 50e-6, "backward_s": 50e-6, "activation_bytes": 0,
+                      "output_bytes": size, "grad_output_bytes": size}]
+json.dump(p, open(sys.argv[2], "w"), indent=1)
+EOF
+    "$adagrouper" plan --pipeline "$out/calib/pipeline-$size.json" \
+      --network "$root/configs/examples/toy-net-free.json" --memory-limit 1e15 \
+      --output "$out/calib/plan-$size.json" >/dev/null
+  done
+  for level in $levels; do
+    set_rate "$level"
+    for size in $calib_sizes; do
+      one_f_one_b=$(python3 -c "import json,sys; print([i for i, c in enumerate(json.load(open(sys.argv[1]))['candidates'])
+                                                        if c['schedule'] == '1f1b'][0])" "$out/calib/plan-$size.json")
+      mpi "$calib" replay --backend cpu --plan "$out/calib/plan-$size.json" --candidate "$one_f_one_b" \
+        --pipeline "$out/calib/pipeline-$size.json" --iterations "$calib_it" --warmup 1 \
+        --output "$out/calib/run-$level-$size.json" --timeline "$out/calib/run-$level-$size.trace.json" \
+        >"$out/calib/replay-$level-$size.log" 2>&1 ||
+        { cat "$out/calib/replay-$level-$size.log" >&2; exit 1; }
+    done
+  done
+  set_rate "$rate_bytes"
+  python3 - "$out/calib" "$calib_sizes" $levels >"$out/calibration.json" <<'EOF'
+import json, os, statistics, sys
+d, sizes, levels = sys.argv[1], sys.argv[2].split(), [float(x) for x in sys.argv[3:]]
+def medians(path):  # per channel (from, to): (bytes, median transfer time, count) from a timeline
+    per = {}
+    for e in json.load(open(path))["traceEvents"]:
+        if e.get("cat") == "transfer" and e.get("flow_out"):
+            ends = e["name"].split()[1].split("->")
+            per.setdefault((int(ends[0]), int(ends[1])), []).append((e["args"]["bytes"], e["dur"] * 1e-6))
+    return {k: (v[0][0], statistics.median(t for _, t in v), len(v)) for k, v in per.items()}
+out = []
+for level in levels:
+    runs = [medians(os.path.join(d, f"run-{level}-{s}.trace.json")) for s in sizes]
+    chans = []
+    for (f, t) in sorted(runs[0], key=lambda c: (c[0] > c[1], min(c))):
+        (xb, tb, nb) = runs[-1][(f, t)]
+        lat, rate, n = 0.0, xb / tb, nb
+        if len(runs) == 2:
+            (xa, ta, na) = runs[0][(f, t)]
+            n += na
+            # Through the two medians; a latency outside [0, 1 ms] (noise) is clamped and
+            # the rate taken from the large messages.
+            if tb > ta and xb > xa:
+                rate = (xb - xa) / (tb - ta)
+                lat = ta - xa / rate
+            if not 0 <= lat <= 1e-3:
+                lat = min(max(lat, 0.0), 1e-3)
+                rate = xb / (tb - lat)
+        chans.append({"from": f, "to": t, "latency_s": lat, "rate": rate, "efficiency": rate / level, "samples": n})
+    out.append({"nominal_bytes_per_s": level, "channels": chans})
+json.dump({"method": "replay", "levels": out}, sys.stdout, indent=1)
+EOF
+else
+  mpi "$calib" p2p --backend cpu --pipeline "$pipeline" --duration "$calib_it" --interval 0.02 \
+    --warmup 2 --output-dir "$out/calib" >"$out/calib.log" 2>&1 || { cat "$out/calib.log" >&2; exit 1; }
+  # bytes over transfer time minus latency, over every sample (as `plan --comm-profile`).
+  python3 - "$out/calib" "$rate_bytes" >"$out/calibration.json" <<'EOF'
+import csv, json, os, sys
+d, nominal = sys.argv[1], float(sys.argv[2])
+net = json.load(open(os.path.join(d, "network.json")))
+out = []
+for ch in net["channels"]:
+    f, t = ch["from"], ch["to"]
+    lat = ch.get("latency_s", net.get("latency_s", 0.0))
+    rows = [r for r in csv.reader(open(os.path.join(d, "samples", f"{f}-{t}.csv"))) if r and r[0][0].isdigit()]
+    b = sum(float(r[1]) for r in rows)
+    s = sum(float(r[2]) - lat for r in rows)
+    out.append({"from": f, "to": t, "latency_s": lat, "rate": b / s, "efficiency": b / s / nominal,
+                "samples": len(rows)})
+json.dump({"method": "p2p", "levels": [{"nominal_bytes_per_s": nominal, "channels": out}]}, sys.stdout, indent=1)
+EOF
+fi
+python3 - "$out/calibration.json" <<'EOF'
+import json, sys
+for lv in json.load(open(sys.argv[1]))["levels"]:
+    for ch in lv["channels"]:
+        print(f"   {lv['nominal_bytes_per_s'] / 1e6:g} MB/s shaped, channel {ch['from']}->{ch['to']}: "
+              f"{ch['rate'] / 1e6:.2f} MB/s effective ({100 * ch['efficiency']:.1f}%), "
+              f"latency {1e6 * ch['latency_s']:.0f} us, {ch['samples']} transfers")
+EOF
+
+# network FILE KIND [RATES_CSV]: a network file with the calibrated channels. KIND
+# constant: each channel's effective rate at the constant shaped rate; trace: RATES_CSV
+# (time_s,shaped bytes/s) with every value times the channel's efficiency at that rate,
+# written beside FILE as FILE-F-T.csv.
+network() {
+  python3 - "$out/calibration.json" "$rate_bytes" "$@" <<'EOF'
+import csv, json, os, sys
+cal, nominal = json.load(open(sys.argv[1]))["levels"], float(sys.argv[2])
+path, kind = sys.argv[3], sys.argv[4]
+cal.sort(key=lambda lv: lv["nominal_bytes_per_s"])
+def efficiency(i, v):  # channel i's efficiency at shaped rate v, interpolated between levels
+    pts = [(lv["nominal_bytes_per_s"], lv["channels"][i]["efficiency"]) for lv in cal]
+    if v <= pts[0][0]: return pts[0][1]
+    for (a, ea), (b, eb) in zip(pts, pts[1:]):
+        if v <= b: return ea + (eb - ea) * (v - a) / (b - a)
+    return pts[-1][1]
+top = min(cal, key=lambda lv: abs(lv["nominal_bytes_per_s"] - nominal))
+chs = []
+for i, ch in enumerate(top["channels"]):
+    if kind == "constant":
+        rate = {"constant": nominal * efficiency(i, nominal)}
+    else:
+        rows = [r for r in csv.reader(open(sys.argv[5])) if r and r[0][:1].isdigit()]
+        name = f"{os.path.basename(path)[:-5]}-{ch['from']}-{ch['to']}.csv"
+        with open(os.path.join(os.path.dirname(path), name), "w") as f:
+            f.write("time_s,value\n")
+            for t, v in rows:
+                f.write(f"{t},{float(v) * efficiency(i, float(v))!r}\n")
+        rate = {"file": name}
+    chs.append({"from": ch["from"], "to": ch["to"], "latency_s": ch["latency_s"], "rate": rate})
+doc = {"description": f"fidelity testbed, {kind}: calibrated channels ({sys.argv[1]})", "channels": chs}
+with open(path, "w") as f:
+    json.dump(doc, f, indent=1)
+    f.write("\n")
+EOF
+}
+
+# drive UNROLLED LOG ORIGIN: the preemption driver. From ORIGIN (a Unix time) on,
+# applies each (time, bytes/s) of UNROLLED to every link at ORIGIN + time, and appends
+# to LOG when each change took effect (the middle of its tc calls, from ORIGIN).
+drive() {
+  local unrolled=$1 log=$2 origin=$3 t v now pause a b sleeper=""
+  # Stop between tc changes, never in the middle of one.
+  trap '[ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; exit 0' TERM
+  echo "time_s,value" >"$log"
+  while IFS=, read -r t v; do
+    [[ "$t" =~ ^[0-9] ]] || continue
+    now=$(date +%s.%N)
+    pause=$(awk -v o="$origin" -v t="$t" -v n="$now" 'BEGIN { w = o + t - n; printf "%.6f", (w > 0 ? w : 0) }')
+    sleep "$pause" &
+    sleeper=$!
+    wait "$sleeper" || true
+    sleeper=""
+    a=$(date +%s.%N)
+    set_rate "$v"
+    b=$(date +%s.%N)
+    # The first value holds from time 0 (the rate before it is the same, or was set
+    # a moment before).
+    awk -v o="$origin" -v a="$a" -v b="$b" -v v="$v" -v t="$t" \
+      'BEGIN { m = (a + b) / 2 - o; printf "%.6f,%s\n", (t == 0 ? 0 : (m > 0 ? m : 0)), v }' >>"$log"
+  done <"$unrolled"
+  sleep 100000 &
+  sleeper=$!
+  wait "$sleeper" || true
+}
+
+run_scenario() {
+  local sc=$1 dir="$out/$1"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "== scenario $sc"
+  if [ "$sc" = constant ]; then
+    network "$dir/net-plan.json" constant
+  else
+    network "$dir/net-plan.json" trace "$out/trace-unrolled.csv"
+  fi
+  local eval_it=$((iterations > 3 ? iterations : 3))
+  "$adagrouper" plan --pipeline "$pipeline" --network "$dir/net-plan.json" --eval-iterations "$eval_it" \
+    --output "$dir/plan.json" >"$dir/plan.txt"
+  # The evaluated candidates: the chosen one, then the others by predicted time.
+  local picks
+  picks=$(python3 - "$dir/plan.json" "$candidates" <<'EOF'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+k = int(sys.argv[2])
+ev = [(c["status"] != "chosen", c["predicted_iteration_time_s"], i) for i, c in enumerate(plan["candidates"])
+      if c["predicted_iteration_time_s"] is not None]
+ev.sort()
+print(" ".join(str(i) for _, _, i in (ev[:k] if k > 0 else ev)))
+EOF
+)
+  echo "   plan: $(tail -1 "$dir/plan.txt")"
+  echo "   replaying candidates $picks ($warmup warm-up + $iterations measured iterations each)"
+
+  # Preempted: every candidate starts at the beginning of the trace. The driver starts
+  # its clock a few seconds ahead (mpirun's start-up), stage 0 waits for it
+  # (--start-at), and the run is simulated on the rates that driver applied.
+  local i origin
+  for i in $picks; do
+    local timing=()
+    if [ "$sc" = preempted ]; then
+      set_rate "$(awk -F, 'NR > 1 && $1 ~ /^[0-9]/ { print $2; exit }' "$out/trace-unrolled.csv")"
+      origin=$(python3 -c "import time; print(f'{time.time() + $startup_s:.6f}')")
+      drive "$out/trace-unrolled.csv" "$dir/recorded-$i.csv" "$origin" &
+      driver_pid=$!
+      timing=(--start-at "$origin" --time-origin "$origin")
+    fi
+    mpi "$calib" replay --backend cpu --plan "$dir/plan.json" --candidate "$i" --pipeline "$pipeline" \
+      --iterations "$iterations" --warmup "$warmup" --streams "$streams" "${timing[@]}" \
+      --output "$dir/run-$i.json" --timeline "$dir/run-$i.trace.json" --stage-trace "$dir/stages-$i.csv" \
+      >"$dir/replay-$i.log" 2>&1 || { cat "$dir/replay-$i.log" >&2; exit 1; }
+    if [ -n "$driver_pid" ]; then
+      kill "$driver_pid" 2>/dev/null || true
+      wait "$driver_pid" 2>/dev/null || true
+      driver_pid=""
+      set_rate "$rate_bytes"
+      network "$dir/net-sim-$i.json" trace "$dir/recorded-$i.csv"
+    else
+      cp "$dir/net-plan.json" "$dir/net-sim-$i.json"
+    fi
+  done
+
+  : >"$dir/pairs.txt"
+  : >"$dir/pairs-aligned.txt"
+  for i in $picks; do
+    python3 - "$dir/run-$i.json" <<'EOF' >"$dir/sim-$i.args"
+import json, sys
+r = json.load(open(sys.argv[1]))
+args = ["--schedule", r["schedule"]]
+if r["schedule"] == "kfkb":
+    args += ["--k", str(r["k"])]
+args += ["--micro-batch-size", str(r["micro_batch_size"]), "--iterations", str(r["iterations"]),
+         "--start-time", repr(r["start_time_s"])]
+print(" ".join(args))
+EOF
+    # shellcheck disable=SC2046
+    "$adagrouper" simulate --pipeline "$pipeline" --network "$dir/net-sim-$i.json" $(cat "$dir/sim-$i.args") \
+      --output "$dir/sim-$i.json" --timeline "$dir/sim-$i.trace.json" >/dev/null
+    echo "sim-$i.json run-$i.json" >>"$dir/pairs.txt"
+    # Aligned: each iteration simulated on its own from the moment the measured one
+    # started, so that a measured iteration and its prediction see the same rates even
+    # after the two runs have drifted apart.
+    python3 - "$adagrouper" "$pipeline" "$dir/net-sim-$i.json" "$dir/run-$i.json" "$dir/sim-aligned-$i.json" <<'EOF'
+import json, subprocess, sys
+exe, pipe, net, run_path, out = sys.argv[1:6]
+run = json.load(open(run_path))
+base = ["simulate", "--pipeline", pipe, "--network", net, "--schedule", run["schedule"],
+        "--micro-batch-size", str(run["micro_batch_size"]), "--iterations", "1", "--json"]
+if run["schedule"] == "kfkb":
+    base += ["--k", str(run["k"])]
+t, parts = run["start_time_s"], []
+for measured in run["iteration_times_s"]:
+    parts.append(json.loads(subprocess.run([exe] + base + ["--start-time", repr(t)], check=True,
+                                           capture_output=True, text=True).stdout))
+    t += measured
+r = dict(parts[0])
+r["start_time_s"] = run["start_time_s"]
+r["iterations"] = len(parts)
+r["iteration_times_s"] = [p["iteration_times_s"][0] for p in parts]
+r["total_time_s"] = sum(r["iteration_times_s"])
+r["mean_iteration_time_s"] = r["total_time_s"] / len(parts)
+r["throughput_samples_per_s"] = r["global_batch_size"] * len(parts) / r["total_time_s"]
+for k, st in enumerate(r["per_stage"]):
+    st["busy_s"] = sum(p["per_stage"][k]["busy_s"] for p in parts)
+    st["optimizer_s"] = sum(p["per_stage"][k]["optimizer_s"] for p in parts)
+    st["bubble_s"] = r["total_time_s"] - st["busy_s"]
+    st["peak_inflight"] = max(p["per_stage"][k]["peak_inflight"] for p in parts)
+    st["peak_memory_bytes"] = max(p["per_stage"][k]["peak_memory_bytes"] for p in parts)
+r["bubble_fraction"] = 1 - sum(st["busy_s"] for st in r["per_stage"]) / (len(r["per_stage"]) * r["total_time_s"])
+for k, ch in enumerate(r["channels"]):
+    for f in ("busy_s", "messages", "bytes"):
+        ch[f] = sum(p["channels"][k][f] for p in parts)
+    ch["peak_queue_depth"] = max(p["channels"][k]["peak_queue_depth"] for p in parts)
+r["compute_ops"] = sum(p["compute_ops"] for p in parts)
+r["transfers"] = sum(p["transfers"] for p in parts)
+json.dump(r, open(out, "w"), indent=2)
+EOF
+    echo "sim-aligned-$i.json run-$i.json" >>"$dir/pairs-aligned.txt"
+  done
+  echo "   predicted: one simulation of the whole run from its start"
+  "$adagrouper" compare --pairs "$dir/pairs.txt" --plan "$dir/plan.json" --output "$dir/compare.json" |
+    tee "$dir/compare.txt" | sed 's/^/   /'
+  if [ "$sc" = preempted ]; then
+    echo "   predicted: each iteration simulated from the measured iteration's start (aligned)"
+    "$adagrouper" compare --pairs "$dir/pairs-aligned.txt" --plan "$dir/plan.json" \
+      --output "$dir/compare-aligned.json" | tee "$dir/compare-aligned.txt" | sed 's/^/   /'
+  fi
+}
+
+case "$scenario" in
+  constant) run_scenario constant ;;
+  preempted) run_scenario preempted ;;
+  both) run_scenario constant; run_scenario preempted ;;
+esac
+echo "== done: $out"
