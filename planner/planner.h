@@ -117,3 +117,8 @@ nlohmann::ordered_json plan_json(const PlanResult& plan, const std::vector<Input
 std::string plan_text(const PlanResult& plan);
 
 }  // namespace adagrouper::planner
+
+// Layer-level models and stage partitioning (they include this header themselves).
+#include "model.h"      // Model, load_model, generate_model, merge_measured
+#include "partition.h"  // partition, pipeline_of, plan_model
+#include "adapt.h"      // run_adapt, window_rate: adaptive re-planning

@@ -9,6 +9,7 @@
 // The model is SPEC.md sections 1-4; docs/model.md explains it.
 #pragma once
 
+#include "compare.h"    // Summary, compare, rank_agreement (prediction vs measurement)
 #include "engine.h"     // Scenario, simulate, find_dependency_cycle
 #include "error.h"      // InputError, SimError
 #include "io.h"         // write_file_atomic

@@ -24,7 +24,19 @@ Commands:
              (synth, import, stats, slice)
   plan       choose the fastest kFkB plan (k, micro-batch size) that fits the memory
              limit, evaluating candidates with the simulator; write the plan JSON
-             with per-device programs
+             with per-device programs (from a pipeline file, or from a model file
+             with --model and --stages S|auto)
+  model      write a layer-level model file from architecture hyperparameters (GPT,
+             BERT, U-Net, GNMT) with an analytic device model; merge measured layers
+  partition  cut a model's layers into S pipeline stages (DP under the memory
+             limit, refined with the simulator); write the pipeline file
+  sweep      run a grid of simulations from a JSON spec on parallel threads (or MPI
+             ranks), streaming one CSV/JSONL row per run; resumable, shardable
+  compare    prediction vs measurement: per-iteration error, MAPE, per-stage busy
+             and bubble differences, and whether the candidates' ranking holds
+  adapt      adaptive re-planning over a long network trace: a controller that
+             re-profiles its transfers every R iterations and switches plan, against
+             static plans and a hindsight oracle; per-iteration rows and a summary
 
 Exit status: 0 success, 2 bad input (one line on stderr naming the file and field),
 1 any other failure.
@@ -47,6 +59,11 @@ int main(int argc, char** argv) {
     if (cmd == "simulate") return adagrouper::cli::cmd_simulate(argc - 1, argv + 1);
     if (cmd == "trace") return adagrouper::cli::cmd_trace(argc - 1, argv + 1);
     if (cmd == "plan") return adagrouper::cli::cmd_plan(argc - 1, argv + 1);
+    if (cmd == "model") return adagrouper::cli::cmd_model(argc - 1, argv + 1);
+    if (cmd == "partition") return adagrouper::cli::cmd_partition(argc - 1, argv + 1);
+    if (cmd == "sweep") return adagrouper::cli::cmd_sweep(argc - 1, argv + 1);
+    if (cmd == "compare") return adagrouper::cli::cmd_compare(argc - 1, argv + 1);
+    if (cmd == "adapt") return adagrouper::cli::cmd_adapt(argc - 1, argv + 1);
     std::cerr << "adagrouper: unknown command '" << cmd << "' (try adagrouper --help)\n";
     return 2;
   } catch (const adagrouper::InputError& e) {

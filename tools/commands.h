@@ -7,5 +7,10 @@ namespace adagrouper::cli {
 int cmd_simulate(int argc, char** argv);
 int cmd_trace(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
+int cmd_model(int argc, char** argv);
+int cmd_partition(int argc, char** argv);
+int cmd_sweep(int argc, char** argv);
+int cmd_compare(int argc, char** argv);
+int cmd_adapt(int argc, char** argv);
 
 }  // namespace adagrouper::cli

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -29,6 +30,7 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kPlanHelp = R"(Usage: adagrouper plan --pipeline P --network N [--memory-limit BYTES]
+       adagrouper plan --model M --stages S|auto --network N [--pipeline-output FILE] ...
                        [--global-batch-size B] [--eval-iterations n] [--eval-start T]
                        [--comm-profile [FROM-TO=]FILE ... [--window N]]
                        [--output FILE] [--json]
@@ -50,6 +52,16 @@ candidate with why it won, lost, was pruned or is infeasible, and per device the
 program: compute ops, and sends and recvs on their own streams with peer, bytes, tag
 and communicator (one per pair and direction).
 
+From a model: --model M.json (a layer-level model file, `adagrouper model`) with
+--stages S first partitions the layers into S stages (`adagrouper partition`, cut with
+1f1b at every listed micro-batch size that divides B, each distinct cut planned, the
+fastest kept), then plans as above; --stages auto tries S = 2, 4, 8, ... (up to the
+number of layers, at most 64) and keeps the S with the most samples per second per
+device (data-parallel gradient exchange is not modelled, so this favours the fewest
+stages that fit). B defaults to the model's global_batch_size and the limit to its
+device memory. The plan gets a "partition" record (every cut tried), and
+--pipeline-output writes the chosen cut's pipeline file.
+
 Inputs are the files of `adagrouper simulate` (docs/formats.md). Exit status: 0 ok,
 2 bad input or nothing fits the memory limit (one line naming the file and field),
 1 other failures.
@@ -57,6 +69,8 @@ Inputs are the files of `adagrouper simulate` (docs/formats.md). Exit status: 0 
 Example:
   adagrouper plan --pipeline configs/pipelines/gpt-8stage-v100.json \
       --network configs/networks/preempted-25g.json --eval-iterations 3 --output plan.json
+  adagrouper plan --model configs/models/gpt2-xl.json --stages auto \
+      --network configs/networks/preempted-25g.json
 
 Options)";
 
@@ -83,7 +97,8 @@ struct ChannelProfile {
 
 // Replaces the rate of every channel that has transfer samples with the moving average
 // of its last `window` samples: sum of bytes over sum of (duration - latency), so that
-// a transfer of the average size takes the average measured time.
+// a transfer of the average size takes the average measured time (planner::window_rate,
+// the estimator `adagrouper adapt`'s controller uses too).
 std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vector<std::string>& specs, int window,
                                                std::vector<planner::InputFile>& inputs) {
   if (window < 1) throw InputError(fmt::format("--window: must be >= 1, got {}", window));
@@ -128,25 +143,60 @@ std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vec
     std::stable_sort(samples.begin(), samples.end(),
                      [](const auto& a, const auto& b) { return a.time_s < b.time_s; });
     sim::ChannelSpec& spec = ch.second == ch.first + 1 ? net.forward[ch.first] : net.backward[ch.second];
-    const std::size_t first = samples.size() > static_cast<std::size_t>(window) ? samples.size() - window : 0;
-    double bytes = 0, seconds = 0;
-    for (std::size_t i = first; i < samples.size(); ++i) {
-      const auto& x = samples[i];
-      if (!(x.duration_s > spec.latency_s))
-        throw InputError(fmt::format("{}:{}: duration_s {} is not longer than the channel's latency {} s",
-                                     source[ch], x.line, x.duration_s, spec.latency_s));
-      bytes += x.bytes;
-      seconds += x.duration_s - spec.latency_s;
+    std::vector<planner::CommSample> xs;
+    xs.reserve(samples.size());
+    for (const auto& x : samples) xs.push_back({x.time_s, x.bytes, x.duration_s});
+    const planner::WindowRate w = planner::window_rate(xs, static_cast<std::size_t>(window), spec.latency_s);
+    if (w.not_longer_than_latency) {
+      const auto& x = samples[*w.not_longer_than_latency];
+      throw InputError(fmt::format("{}:{}: duration_s {} is not longer than the channel's latency {} s", source[ch],
+                                   x.line, x.duration_s, spec.latency_s));
     }
-    const double rate = bytes / seconds;
-    if (!(rate > 0) || !std::isfinite(rate))
+    const std::optional<double> rate = w.rate();
+    if (!rate)
       throw InputError(fmt::format("{}: channel {} -> {}: the last {} samples move no bytes; no rate to plan with",
-                                   source[ch], ch.first, ch.second, samples.size() - first));
+                                   source[ch], ch.first, ch.second, w.used));
     spec.unlimited = false;
-    spec.rate = sim::RateTrace::constant(rate);
-    out.push_back({ch.first, ch.second, samples.size() - first, rate});
+    spec.rate = sim::RateTrace::constant(*rate);
+    out.push_back({ch.first, ch.second, w.used, *rate});
   }
   return out;
+}
+
+// `plan --model`: the model, its chosen partition and plan (planner::plan_model).
+struct FromModel {
+  std::string path;
+  planner::Model model;
+  planner::ModelPlan plan;
+};
+
+FromModel plan_from_model(const po::variables_map& vm, const std::function<sim::Network(int)>& network_for) {
+  FromModel fm;
+  fm.path = vm["model"].as<std::string>();
+  fm.model = planner::load_model(fm.path);
+  if (!vm.count("stages")) throw InputError("--stages: missing; with --model give --stages S or --stages auto");
+  planner::ModelPlanOptions mo;
+  mo.stage_counts = planner::parse_stage_counts(vm["stages"].as<std::string>(), fm.model.num_layers());
+  if (vm.count("global-batch-size")) {
+    mo.plan.global_batch_size = vm["global-batch-size"].as<int>();
+  } else if (fm.model.global_batch_size) {
+    mo.plan.global_batch_size = *fm.model.global_batch_size;
+  } else {
+    throw InputError(fmt::format("--global-batch-size: missing; {} has no global_batch_size", fm.path));
+  }
+  mo.plan.memory_limit_bytes =
+      vm.count("memory-limit") ? vm["memory-limit"].as<double>() : fm.model.device.memory_bytes;
+  if (!(mo.plan.memory_limit_bytes > 0) || !std::isfinite(mo.plan.memory_limit_bytes))
+    throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}",
+                                 mo.plan.memory_limit_bytes));
+  mo.plan.eval_iterations = vm["eval-iterations"].as<int>();
+  mo.plan.eval_start_s = vm["eval-start"].as<double>();
+  if (mo.plan.eval_iterations < 1)
+    throw InputError(fmt::format("--eval-iterations: must be >= 1, got {}", mo.plan.eval_iterations));
+  if (!(mo.plan.eval_start_s >= 0) || !std::isfinite(mo.plan.eval_start_s))
+    throw InputError(fmt::format("--eval-start: must be a finite time >= 0, got {}", mo.plan.eval_start_s));
+  fm.plan = planner::plan_model(fm.model, network_for, mo);
+  return fm;
 }
 
 }  // namespace
@@ -156,7 +206,11 @@ int cmd_plan(int argc, char** argv) {
   // clang-format off
   opts.add_options()
     ("help,h", "show this help")
-    ("pipeline", po::value<std::string>()->value_name("FILE"), "pipeline file (required)")
+    ("pipeline", po::value<std::string>()->value_name("FILE"), "pipeline file (required unless --model)")
+    ("model", po::value<std::string>()->value_name("FILE"), "layer-level model file to partition first (with --stages)")
+    ("stages", po::value<std::string>()->value_name("S|auto"), "with --model: number of stages, or auto")
+    ("pipeline-output", po::value<std::string>()->value_name("FILE"),
+       "with --model: write the chosen partition's pipeline file")
     ("network", po::value<std::string>()->value_name("FILE"), "network file (required)")
     ("memory-limit", po::value<double>()->value_name("BYTES"),
        "per-stage memory limit (default: the pipeline's memory_limit_bytes)")
@@ -178,12 +232,30 @@ int cmd_plan(int argc, char** argv) {
   const auto parsed = parse_options(argc, argv, opts);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
-  const std::string pipeline_path = required(vm, "pipeline", "plan");
   const std::string network_path = required(vm, "network", "plan");
-  const sim::Pipeline pipeline = sim::load_pipeline(pipeline_path);
+  std::optional<FromModel> from_model;
+  sim::Pipeline pipeline;
+  std::vector<planner::InputFile> inputs;
+  if (vm.count("model")) {
+    if (vm.count("pipeline")) throw InputError("--model: give either --pipeline or --model, not both");
+    from_model = plan_from_model(vm, [&](int S) {
+      sim::Network n = sim::load_network(network_path, S, traces::rate_resolver());
+      std::vector<planner::InputFile> scratch;
+      if (vm.count("comm-profile"))
+        apply_comm_profile(n, vm["comm-profile"].as<std::vector<std::string>>(), vm["window"].as<int>(), scratch);
+      return n;
+    });
+    pipeline = from_model->plan.plan.pipeline;
+    inputs.push_back({"model", from_model->path, sha256_of(from_model->path)});
+  } else {
+    for (const char* o : {"stages", "pipeline-output"})
+      if (vm.count(o)) throw InputError(fmt::format("--{}: only with --model (a pipeline file fixes its stages)", o));
+    const std::string pipeline_path = required(vm, "pipeline", "plan");
+    pipeline = sim::load_pipeline(pipeline_path);
+    inputs.push_back({"pipeline", pipeline_path, sha256_of(pipeline_path)});
+  }
   sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::rate_resolver());
-  std::vector<planner::InputFile> inputs = {{"pipeline", pipeline_path, sha256_of(pipeline_path)},
-                                            {"network", network_path, sha256_of(network_path)}};
+  inputs.push_back({"network", network_path, sha256_of(network_path)});
   std::vector<ChannelProfile> profiled;
   if (vm.count("comm-profile"))
     profiled = apply_comm_profile(network, vm["comm-profile"].as<std::vector<std::string>>(), vm["window"].as<int>(),
@@ -212,10 +284,15 @@ int cmd_plan(int argc, char** argv) {
     for (const auto& c : profiled)
       cp["channels"].push_back({{"from", c.from}, {"to", c.to}, {"samples", c.used}, {"rate_bytes_per_s", c.rate}});
   }
+  if (from_model) doc["partition"] = planner::model_plan_json(from_model->plan, from_model->path);
+  if (from_model && vm.count("pipeline-output"))
+    write_file_atomic(vm["pipeline-output"].as<std::string>(),
+                      planner::dump_compact(planner::pipeline_json(from_model->plan.partition, from_model->model)) + "\n");
   if (vm.count("output")) write_file_atomic(vm["output"].as<std::string>(), doc.dump(2) + "\n");
   if (vm["json"].as<bool>()) {
     std::cout << doc.dump(2) << '\n';
   } else {
+    if (from_model) std::cout << planner::model_plan_text(from_model->plan) << '\n';
     std::cout << planner::plan_text(plan);
   }
   return 0;

@@ -115,8 +115,12 @@ case "$cmd" in
     done
     echo "== plan_bench"
     build/tools/bench/plan_bench
+    echo "== partition_bench (200 layers into 32 stages)"
+    build/tools/bench/partition_bench
     echo "== trace_bench"
     build/tools/bench/trace_bench
+    echo "== sweep bench (1,000 runs: --jobs 1, --jobs 2, mpirun -np 2)"
+    tools/sweep/bench.sh build
     ;;
   fuzz)
     # The trace parsers' libFuzzer targets (clang), each run for ${1:-30} seconds.
