@@ -172,14 +172,7 @@ int cmd_adapt(int argc, char** argv) {
   planner::AdaptOptions options;
   options.global_batch_size =
       vm.count("global-batch-size") ? vm["global-batch-size"].as<int>() : pipeline.global_batch_size;
-  if (vm.count("memory-limit")) {
-    options.memory_limit_bytes = vm["memory-limit"].as<double>();
-    if (!(options.memory_limit_bytes > 0) || !std::isfinite(options.memory_limit_bytes))
-      throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}",
-                                   options.memory_limit_bytes));
-  } else if (pipeline.memory_limit_bytes) {
-    options.memory_limit_bytes = *pipeline.memory_limit_bytes;
-  }
+  options.memory_limit_bytes = memory_limit_option(vm, pipeline.memory_limit_bytes);
   options.iterations = vm["iterations"].as<int>();
   options.replan_every = vm["replan-every"].as<int>();
   options.window = vm["window"].as<int>();

@@ -2,6 +2,7 @@
 // and fetch required ones with an error that names the option.
 #pragma once
 
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -33,6 +34,17 @@ template <typename T = std::string>
 T required(const boost::program_options::variables_map& vm, const char* name, const char* command) {
   if (!vm.count(name)) throw InputError(fmt::format("--{}: missing (see adagrouper {} --help)", name, command));
   return vm[name].as<T>();
+}
+
+// --memory-limit BYTES if given (a positive finite number), else the pipeline file's
+// memory_limit_bytes, else 0 (no limit given).
+inline double memory_limit_option(const boost::program_options::variables_map& vm,
+                                  std::optional<double> pipeline_limit) {
+  if (!vm.count("memory-limit")) return pipeline_limit.value_or(0.0);
+  const double limit = vm["memory-limit"].as<double>();
+  if (!(limit > 0) || !std::isfinite(limit))
+    throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}", limit));
+  return limit;
 }
 
 }  // namespace adagrouper::cli

@@ -264,14 +264,7 @@ int cmd_plan(int argc, char** argv) {
   planner::PlanOptions options;
   options.global_batch_size =
       vm.count("global-batch-size") ? vm["global-batch-size"].as<int>() : pipeline.global_batch_size;
-  if (vm.count("memory-limit")) {
-    options.memory_limit_bytes = vm["memory-limit"].as<double>();
-    if (!(options.memory_limit_bytes > 0) || !std::isfinite(options.memory_limit_bytes))
-      throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}",
-                                   options.memory_limit_bytes));
-  } else if (pipeline.memory_limit_bytes) {
-    options.memory_limit_bytes = *pipeline.memory_limit_bytes;
-  }
+  options.memory_limit_bytes = memory_limit_option(vm, pipeline.memory_limit_bytes);
   options.eval_iterations = vm["eval-iterations"].as<int>();
   options.eval_start_s = vm["eval-start"].as<double>();
   if (!(options.eval_start_s >= 0) || !std::isfinite(options.eval_start_s))

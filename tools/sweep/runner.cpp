@@ -232,11 +232,11 @@ void print_plan(const Study& study, const Options& options, const Existing& exis
     if (existing.truncated) line += " (its partial last line was cut off)";
     if (summary.foreign > 0) line += fmt::format(", and {} rows of runs not in this spec (kept)", summary.foreign);
   }
-  const std::size_t todo = summary.selected - summary.skipped;
+  const std::size_t remaining = summary.selected - summary.skipped;
   if (options.dry_run) {
-    line += fmt::format("; would run {}", todo);
+    line += fmt::format("; would run {}", remaining);
   } else {
-    line += fmt::format("; running {} on {} thread{}", todo, jobs, jobs == 1 ? "" : "s");
+    line += fmt::format("; running {} on {} thread{}", remaining, jobs, jobs == 1 ? "" : "s");
     if (summary.ranks > 1) line += fmt::format(" per rank x {} MPI ranks", summary.ranks);
   }
   std::cerr << line << '\n';
