@@ -12,13 +12,8 @@ int run_bandwidth(const Options& opt, const Mpi& mpi, Watchdog& dog) {
   std::string error;
   if (mpi.size() < 2) error = "bandwidth needs at least 2 ranks (mpirun -np 2 or more)";
   if (stop_on_error(mpi, opt, error)) return 2;
-  std::unique_ptr<Backend> be;
-  try {
-    be = make_backend(opt.backend, mpi, dog);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (stop_on_error(mpi, opt, error)) return 1;
+  const std::unique_ptr<Backend> be = make_backend_or_stop(opt, mpi, dog);
+  if (!be) return 1;
 
   std::vector<ChannelSpec> specs;
   for (int r = 0; r + 1 < mpi.size(); ++r) specs.push_back({r, r + 1});

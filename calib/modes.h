@@ -3,8 +3,10 @@
 // once, by rank 0, on every rank's behalf).
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "backend.h"
 #include "options.h"
 #include "runtime.h"
 
@@ -20,5 +22,9 @@ double median(std::vector<double> v);
 // Stops every rank together when any rank's `error` is not empty: rank 0 prints the
 // first one ("adagrouper-calib MODE: ERROR") and every rank gets true.
 bool stop_on_error(const Mpi& mpi, const Options& options, const std::string& error);
+
+// The backend of options.backend on every rank, or null on every rank when any rank
+// failed to create it (rank 0 then has printed the first failure, as stop_on_error).
+std::unique_ptr<Backend> make_backend_or_stop(const Options& options, const Mpi& mpi, Watchdog& watchdog);
 
 }  // namespace adagrouper::calib

@@ -151,13 +151,8 @@ int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
   }
   if (stop_on_error(mpi, opt, error)) return 2;
 
-  std::unique_ptr<Backend> be;
-  try {
-    be = make_backend(opt.backend, mpi, dog);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (stop_on_error(mpi, opt, error)) return 1;
+  const std::unique_ptr<Backend> be = make_backend_or_stop(opt, mpi, dog);
+  if (!be) return 1;
 
   std::size_t largest = kProbeBytes;
   for (const auto& s : msgs.sizes)

@@ -27,6 +27,18 @@ bool stop_on_error(const Mpi& mpi, const Options& options, const std::string& er
   return true;
 }
 
+std::unique_ptr<Backend> make_backend_or_stop(const Options& options, const Mpi& mpi, Watchdog& watchdog) {
+  std::string error;
+  std::unique_ptr<Backend> be;
+  try {
+    be = make_backend(options.backend, mpi, watchdog);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (stop_on_error(mpi, options, error)) return nullptr;
+  return be;
+}
+
 namespace {
 
 // What one rank measured of one stage.
@@ -193,13 +205,8 @@ int run_stages(const Options& opt, const Mpi& mpi, Watchdog& dog) {
   }
   if (stop_on_error(mpi, opt, error)) return 2;
 
-  std::unique_ptr<Backend> be;
-  try {
-    be = make_backend(opt.backend, mpi, dog);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (stop_on_error(mpi, opt, error)) return 1;
+  const std::unique_ptr<Backend> be = make_backend_or_stop(opt, mpi, dog);
+  if (!be) return 1;
 
   std::vector<int> mine;
   if (mpi.size() == 1) {
