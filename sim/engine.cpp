@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "dataflow.h"
 #include "error.h"
 #include "event_list.h"
+#include "levels.h"
 #include "program.h"
 
 namespace adagrouper::sim {
@@ -59,25 +61,6 @@ void set_op_timings(Scenario& sc, std::vector<OpTiming> timings, const std::stri
 
 namespace {
 
-// A level (memory bytes, micro-batches in flight, queue depth) whose peak follows the
-// SPEC's rule "at equal times, releases happen before allocations": only the value
-// that settles at each instant can be a peak, so the peak is taken when time moves on.
-struct Level {
-  double cur = 0, peak = 0, last_t = 0;
-  // Returns true when time moved on, i.e. `cur` settled at `last_t` before this change.
-  bool change(double t, double delta) {
-    bool moved = false;
-    if (t > last_t) {
-      if (cur > peak) peak = cur;
-      moved = true;
-    }
-    last_t = t;
-    cur += delta;
-    return moved;
-  }
-  double final_peak() const { return std::max(peak, cur); }
-};
-
 struct StageState {
   std::uint32_t begin = 0, end = 0;  // this stage's ops in Program::ops
   std::uint32_t next = 0;            // absolute index of the next op to start
@@ -88,6 +71,7 @@ struct StageState {
   bool unit_speed = true;
   RateCursor speed;
   Level mem, inflight;
+  double static_bytes = 0, fwd_in_bytes = 0, bwd_in_bytes = 0;  // for stage_memory
   double last_mem_recorded = -1;
   double busy_s = 0;
 };
@@ -106,7 +90,7 @@ struct ChannelState {
 class Engine {
  public:
   Engine(const Scenario& sc, const SimOptions& opt)
-      : sc_(sc), prog_(build_program(sc)), S_(sc.num_stages()), record_(opt.timeline) {
+      : sc_(sc), prog_(build_program(sc)), S_(sc.num_stages()), record_(opt.timeline), durations_(sc_, prog_) {
     if (static_cast<std::uint64_t>(3) * S_ >= EventList::kMaxTargets)
       throw InputError(fmt::format("the pipeline has {} stages; the engine supports fewer than {}", S_,
                                    EventList::kMaxTargets / 3));
@@ -118,22 +102,16 @@ class Engine {
       const RateTrace& sp = sc.network.speed[s];
       st.unit_speed = sp.is_constant() && sp.values()[0] == 1.0;
       st.speed = RateCursor(sp);
-      st.mem.cur = st.mem.peak = sc.stages[s].static_bytes;
+      st.static_bytes = st.mem.cur = st.mem.peak = sc.stages[s].static_bytes;
     }
     channels_.resize(prog_.channels.size());
     events_ = EventList(static_cast<std::uint32_t>(stages_.size() + channels_.size()));
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ChannelSpec& spec = *prog_.channels[c].spec;
       if (!spec.unlimited) channels_[c].rate = RateCursor(spec.rate);
-    }
-    if (!sc.op_timings.empty()) {
-      position_.resize(S_);
-      for (int s = 0; s < S_; ++s) {
-        const auto& order = sc.schedule.stages[s];
-        position_[s].resize(order.size());
-        for (std::size_t i = 0; i < order.size(); ++i)
-          position_[s][2 * order[i].micro_batch + (order[i].phase == Phase::Backward)] = static_cast<std::uint32_t>(i);
-      }
+      const ProgramChannel& pc = prog_.channels[c];
+      StageState& receiver = stages_[pc.receiver];
+      (c == prog_.stages[pc.receiver].in[0] ? receiver.fwd_in_bytes : receiver.bwd_in_bytes) = pc.bytes;
     }
     if (record_) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
@@ -156,28 +134,8 @@ class Engine {
   }
 
  private:
-  // Durations of this iteration's ops: the profile's, except where the stage timing
-  // trace lists the op (a dense array, filled only for iterations the trace covers).
-  void load_op_timings(int it) {
-    has_timings_ = false;
-    auto& list = sc_.op_timings;
-    while (timing_cursor_ < list.size() && list[timing_cursor_].iteration < it) ++timing_cursor_;
-    if (timing_cursor_ == list.size() || list[timing_cursor_].iteration != it) return;
-    if (op_duration_.empty()) op_duration_.resize(prog_.ops.size());
-    for (int s = 0; s < S_; ++s) {
-      const ProgramStage& ps = prog_.stages[s];
-      for (std::uint32_t i = ps.begin; i < ps.end; ++i) op_duration_[i] = prog_.ops[i].backward ? ps.bwd : ps.fwd;
-    }
-    for (; timing_cursor_ < list.size() && list[timing_cursor_].iteration == it; ++timing_cursor_) {
-      const OpTiming& t = list[timing_cursor_];
-      op_duration_[prog_.stages[t.stage].begin + position_[t.stage][2 * t.micro_batch + (t.phase == Phase::Backward)]] =
-          t.duration_s;
-    }
-    has_timings_ = true;
-  }
-
   double run_iteration(double t0) {
-    load_op_timings(iteration_);
+    durations_.load(iteration_);
     for (auto& st : stages_) {
       st.next = st.begin;
       st.done = 0;
@@ -223,14 +181,14 @@ class Engine {
     if (in != kNoChannel) {
       ++channels_[in].consumed;
       queue_change(in, now, -1);
-      mem_change(s, now, -prog_.channels[in].bytes);
+      mem_update(s, now);
       try_start_channel(in, now);  // may free capacity
     }
     if (!op.backward) {
       st.inflight.change(now, 1);
-      mem_change(s, now, ps.act);
+      mem_update(s, now);
     }
-    const double duration = has_timings_ ? op_duration_[st.next] : op.backward ? ps.bwd : ps.fwd;
+    const double duration = durations_.has() ? durations_.at(st.next) : ps.duration(op);
     double end;
     if (st.unit_speed) {
       end = now + duration;
@@ -255,7 +213,7 @@ class Engine {
     ++result_.compute_ops;
     if (op.backward) {
       st.inflight.change(now, -1);
-      mem_change(s, now, -ps.act);
+      mem_update(s, now);
     }
     const std::uint32_t out = ps.out_channel(op);
     if (out != kNoChannel) try_start_channel(out, now);
@@ -303,18 +261,24 @@ class Engine {
     ++ch.delivered;
     ++result_.transfers;
     queue_change(c, now, 1);
-    mem_change(pc.receiver, now, pc.bytes);
+    mem_update(pc.receiver, now);
     try_start_stage(pc.receiver, now);
     try_start_channel(c, now);
   }
 
   // --- levels -----------------------------------------------------------------
 
-  void mem_change(std::uint32_t s, double now, double delta) {
+  // The stage's memory from its counts (stage_memory), after one of them changed.
+  void mem_update(std::uint32_t s, double now) {
     StageState& st = stages_[s];
+    const ProgramStage& ps = prog_.stages[s];
+    const double fwd_depth = ps.in[0] == kNoChannel ? 0.0 : channels_[ps.in[0]].queue.cur;
+    const double bwd_depth = ps.in[1] == kNoChannel ? 0.0 : channels_[ps.in[1]].queue.cur;
+    const double value = stage_memory(st.static_bytes, ps.act, st.inflight.cur, st.fwd_in_bytes, fwd_depth,
+                                      st.bwd_in_bytes, bwd_depth);
     const double before = st.mem.cur;
     const double at = st.mem.last_t;
-    if (st.mem.change(now, delta) && record_ && before != st.last_mem_recorded) {
+    if (st.mem.set(now, value) && record_ && before != st.last_mem_recorded) {
       timeline_.counters.push_back({static_cast<std::int32_t>(s), 0, -1, at, before});
       st.last_mem_recorded = before;
     }
@@ -387,46 +351,24 @@ class Engine {
   }
 
   void finish(double total) {
-    auto& r = result_;
-    r.pipeline = sc_.pipeline_name;
-    r.schedule = sc_.schedule.name;
-    r.k = sc_.schedule.k;
-    r.micro_batch_size = sc_.micro_batch_size;
-    r.micro_batches = sc_.micro_batches();
-    r.global_batch_size = sc_.global_batch_size;
-    r.num_stages = S_;
-    r.iterations = sc_.iterations;
-    r.start_time_s = sc_.start_time_s;
-    r.memory_limit_bytes = sc_.memory_limit_bytes;
-    r.total_time_s = total;
-    r.stages.resize(S_);
+    std::vector<StageTotals> stages(S_);
     for (int s = 0; s < S_; ++s) {
-      auto& st = stages_[s];
-      auto& out = r.stages[s];
-      out.stage = s;
-      out.busy_s = st.busy_s;
-      out.bubble_s = total - st.busy_s;
-      out.optimizer_s = sc_.stages[s].opt * sc_.iterations;
-      out.peak_inflight = static_cast<int>(st.inflight.final_peak());
-      out.peak_memory_bytes = st.mem.final_peak();
+      const auto& st = stages_[s];
+      stages[s] = {st.busy_s, st.inflight.final_peak(), st.mem.final_peak()};
       if (record_ && st.mem.cur != st.last_mem_recorded)
         timeline_.counters.push_back({s, 0, -1, st.mem.last_t, st.mem.cur});
     }
-    r.channels.resize(channels_.size());
+    std::vector<ChannelTotals> channels(channels_.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
-      const auto& pc = prog_.channels[c];
-      auto& out = r.channels[c];
-      out.from = static_cast<int>(pc.sender);
-      out.to = static_cast<int>(pc.receiver);
-      out.busy_s = channels_[c].busy_s;
-      out.peak_queue_depth = static_cast<int>(channels_[c].queue.final_peak());
-      out.messages = static_cast<std::uint64_t>(pc.count) * sc_.iterations;
-      out.bytes = pc.bytes * pc.count * sc_.iterations;
-      if (record_)
-        timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), 1,
-                                        static_cast<std::int32_t>(pc.sender), channels_[c].queue.last_t,
-                                        channels_[c].queue.cur});
+      const auto& ch = channels_[c];
+      channels[c] = {ch.busy_s, ch.queue.final_peak()};
+      if (record_) {
+        const auto& pc = prog_.channels[c];
+        timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), 1, static_cast<std::int32_t>(pc.sender),
+                                      ch.queue.last_t, ch.queue.cur});
+      }
     }
+    fill_result(sc_, prog_, total, stages, channels, result_);
   }
 
   const Scenario& sc_;
@@ -439,16 +381,18 @@ class Engine {
   EventList events_;
   SimResult result_;
   Timeline timeline_;  // recorded only when asked for
-  // Stage timing trace: the next entry to apply, and this iteration's durations.
-  std::size_t timing_cursor_ = 0;
-  bool has_timings_ = false;
-  std::vector<double> op_duration_;
-  std::vector<std::vector<std::uint32_t>> position_;  // [stage][2m + phase]: index in the stage's order
+  OpDurations durations_;  // the stage timing trace's durations, per iteration
 };
 
 }  // namespace
 
 SimResult simulate(const Scenario& scenario, const SimOptions& options) {
+  if (options.evaluator == Evaluator::Dataflow && options.timeline)
+    throw InputError("the dataflow evaluator records no timeline; use the event engine (or auto) with a timeline");
+  if (options.evaluator != Evaluator::Events && !options.timeline) {
+    if (auto r = simulate_dataflow(scenario)) return std::move(*r);
+    // It could not finish: the event engine finds where and says why (and throws).
+  }
   Engine engine(scenario, options);
   return engine.run();
 }

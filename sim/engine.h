@@ -56,8 +56,18 @@ Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule sched
 // ignored. Errors name `source` and the entry's line.
 void set_op_timings(Scenario& scenario, std::vector<OpTiming> timings, const std::string& source);
 
+// How simulate() computes the times (docs/model.md, "Two evaluators"). Both give the
+// same numbers to the last bit; the event engine is the reference, the dataflow
+// evaluator is faster.
+enum class Evaluator {
+  Auto,      // dataflow, except with a timeline (only the event engine records one)
+  Events,    // the event engine: one event list ordered by (time, sequence)
+  Dataflow,  // stage by stage as far as inputs allow; the event engine reports errors
+};
+
 struct SimOptions {
   bool timeline = false;  // record every op, transfer and counter change
+  Evaluator evaluator = Evaluator::Auto;
 };
 
 // Runs the scenario. Throws SimError when it cannot finish: a deadlock (naming, per

@@ -45,13 +45,13 @@ Program build_program(const Scenario& sc) {
   for (int s = 0; s < S; ++s) {
     ProgramStage& ps = p.stages[s];
     ps.begin = static_cast<std::uint32_t>(p.ops.size());
-    ps.fwd = sc.stages[s].fwd;
-    ps.bwd = sc.stages[s].bwd;
+    ps.nominal[0] = sc.stages[s].fwd;
+    ps.nominal[1] = sc.stages[s].bwd;
     ps.act = sc.stages[s].act;
-    ps.fwd_in = s > 0 ? static_cast<std::uint32_t>(s - 1) : kNoChannel;
-    ps.fwd_out = s + 1 < S ? static_cast<std::uint32_t>(s) : kNoChannel;
-    ps.bwd_in = s + 1 < S ? static_cast<std::uint32_t>((S - 1) + s) : kNoChannel;
-    ps.bwd_out = s > 0 ? static_cast<std::uint32_t>((S - 1) + (s - 1)) : kNoChannel;
+    ps.in[0] = s > 0 ? static_cast<std::uint32_t>(s - 1) : kNoChannel;
+    ps.out[0] = s + 1 < S ? static_cast<std::uint32_t>(s) : kNoChannel;
+    ps.in[1] = s + 1 < S ? static_cast<std::uint32_t>((S - 1) + s) : kNoChannel;
+    ps.out[1] = s > 0 ? static_cast<std::uint32_t>((S - 1) + (s - 1)) : kNoChannel;
     std::uint32_t nf = 0, nb = 0;
     for (const Op& op : sc.schedule.stages[s]) {
       ProgramOp o{};

@@ -31,12 +31,16 @@ static_assert(sizeof(ProgramOp) == 8);
 
 struct ProgramStage {
   std::uint32_t begin, end;  // ops of this stage in Program::ops
-  double fwd, bwd, act;
-  std::uint32_t fwd_in, fwd_out;  // channels F consumes from / sends on (or kNoChannel)
-  std::uint32_t bwd_in, bwd_out;  // channels B consumes from / sends on (or kNoChannel)
+  // Indexed by ProgramOp::backward ([0] forward, [1] backward), so that choosing by an
+  // op's phase is a load, not a branch: the phases of consecutive ops are data-dependent.
+  double nominal[2];          // durations of F and B at nominal speed
+  double act;
+  std::uint32_t in[2];        // channels F / B consume from (or kNoChannel)
+  std::uint32_t out[2];       // channels F / B send on (or kNoChannel)
 
-  std::uint32_t in_channel(const ProgramOp& op) const { return op.backward ? bwd_in : fwd_in; }
-  std::uint32_t out_channel(const ProgramOp& op) const { return op.backward ? bwd_out : fwd_out; }
+  double duration(const ProgramOp& op) const { return nominal[op.backward]; }
+  std::uint32_t in_channel(const ProgramOp& op) const { return in[op.backward]; }
+  std::uint32_t out_channel(const ProgramOp& op) const { return out[op.backward]; }
 };
 
 struct ProgramChannel {

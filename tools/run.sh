@@ -110,9 +110,11 @@ case "$cmd" in
   bench)
     build build
     for n in 20 200; do
-      echo "== sim_bench --iterations $n"
+      echo "== sim_bench --iterations $n (dataflow evaluator, what simulate uses)"
       build/tools/bench/sim_bench --iterations "$n" "$@"
     done
+    echo "== sim_bench --iterations 20 --evaluator events (the event engine)"
+    build/tools/bench/sim_bench --iterations 20 --evaluator events "$@"
     echo "== plan_bench"
     build/tools/bench/plan_bench
     echo "== partition_bench (200 layers into 32 stages)"

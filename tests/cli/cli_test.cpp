@@ -145,6 +145,20 @@ TEST_F(Cli, OutputFileEqualsStdoutJsonAndRunsAreByteIdentical) {
   EXPECT_EQ(slurp(t1), slurp(t2));
 }
 
+// Both evaluators print the same summary, byte for byte, on a shipped preempted network.
+TEST_F(Cli, EvaluatorsAgree) {
+  const std::string args =
+      "simulate --pipeline configs/pipelines/gpt-8stage-v100.json --network configs/networks/preempted-25g.json "
+      "--schedule kfkb --k 4 -b 2 -n 3 --json --evaluator ";
+  const Outcome events = run(args + "events"), dataflow = run(args + "dataflow"), automatic = run(args + "auto");
+  ASSERT_EQ(events.rc, 0) << events.err;
+  ASSERT_EQ(dataflow.rc, 0) << dataflow.err;
+  EXPECT_EQ(events.out, dataflow.out);
+  EXPECT_EQ(events.out, automatic.out);
+  expect_bad(args + "fastest", {"--evaluator", "fastest"});
+  expect_bad(args + "dataflow --timeline t.json", {"--evaluator", "timeline"});
+}
+
 TEST_F(Cli, TimelineIsAPerfettoTrace) {
   const fs::path tl = dir_ / "tl.json";
   const Outcome r = run(kToy + "--network configs/examples/toy-net-0.5s.json --schedule 1f1b -b 1 -n 2 --timeline '" +

@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
     ("iterations", po::value<int>()->default_value(20), "iterations")
     ("trace-points", po::value<int>()->default_value(10000), "points per channel trace")
     ("repeat", po::value<int>()->default_value(3), "runs; the best is reported")
-    ("seed", po::value<std::uint64_t>()->default_value(1), "trace seed");
+    ("seed", po::value<std::uint64_t>()->default_value(1), "trace seed")
+    ("evaluator", po::value<std::string>()->default_value("dataflow"),
+     "dataflow (what simulate uses without a timeline) or events (the event engine)");
   // clang-format on
   po::variables_map vm;
   try {
@@ -72,6 +74,12 @@ int main(int argc, char** argv) {
   }
   const int S = vm["stages"].as<int>(), M = vm["micro-batches"].as<int>(), k = vm["k"].as<int>();
   const int iterations = vm["iterations"].as<int>(), points = vm["trace-points"].as<int>();
+  const std::string evaluator = vm["evaluator"].as<std::string>();
+  if (evaluator != "dataflow" && evaluator != "events") {
+    std::fprintf(stderr, "sim_bench: --evaluator: dataflow or events, got '%s'\n", evaluator.c_str());
+    return 2;
+  }
+  const SimOptions options{.evaluator = evaluator == "events" ? Evaluator::Events : Evaluator::Dataflow};
 
   std::mt19937_64 rng(vm["seed"].as<std::uint64_t>());
   Scenario sc;
@@ -98,12 +106,13 @@ int main(int argc, char** argv) {
   SimResult r;
   for (int rep = 0; rep < vm["repeat"].as<int>(); ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    r = simulate(sc);
+    r = simulate(sc, options);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::min(best, wall);
   }
   const double ops = static_cast<double>(r.compute_ops + r.transfers);
-  fmt::print("scenario   S={} M={} kfkb k={} iterations={} trace points/channel={}\n", S, M, k, iterations, points);
+  fmt::print("scenario   S={} M={} kfkb k={} iterations={} trace points/channel={}, {} evaluator\n", S, M, k,
+             iterations, points, evaluator);
   fmt::print("simulated  {} compute ops + {} transfers = {:.0f} ops, {:.3f} s simulated time\n", r.compute_ops,
              r.transfers, ops, r.total_time_s);
   fmt::print("wall       {:.3f} s (best of {})\n", best, vm["repeat"].as<int>());

@@ -1,0 +1,190 @@
+// The dataflow evaluator against the event engine: the same numbers to the last bit, on
+// seeded random scenarios whose values are not exactly representable (so that a
+// different order of floating-point operations would show), with traces, capacities,
+// latencies, speed traces, stage timing traces, a late start, and orders that deadlock.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+
+namespace simtest {
+namespace {
+
+using sim::Evaluator;
+using sim::Phase;
+using sim::RateTrace;
+
+// A trace of random (non-dyadic) values, sometimes zero for a while, sometimes repeating.
+RateTrace rough_trace(Rng& rng, double scale) {
+  if (rng.chance(0.25)) return RateTrace::constant(scale * (0.1 + rng.uniform()));
+  const int n = rng.range(2, 40);
+  std::vector<double> times{0.0}, values;
+  for (int i = 1; i < n; ++i) times.push_back(times.back() + 0.01 + rng.uniform() * 0.7);
+  for (int i = 0; i < n; ++i) values.push_back(rng.chance(0.15) ? 0.0 : scale * (0.05 + rng.uniform()));
+  double repeat = rng.chance(0.5) ? times.back() + 0.01 + rng.uniform() : 0.0;
+  if (values.back() == 0) values.back() = scale * 0.3;  // never zero forever
+  return RateTrace::piecewise(times, values, repeat);
+}
+
+sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
+  Rng rng(seed);
+  const int S = rng.range(1, 8);
+  const int M = rng.range(1, 24);
+  std::vector<sim::StageParams> st(S);
+  for (auto& p : st) {
+    p.fwd = 0.05 + rng.uniform();
+    p.bwd = 0.05 + 2 * rng.uniform();
+    p.act = 1e6 * rng.uniform() + 0.3;
+    p.out = 1e3 * rng.uniform();
+    p.gout = rng.chance(0.1) ? 0.0 : 1e3 * rng.uniform();
+    p.static_bytes = 1e9 * rng.uniform();
+    p.opt = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.1;
+  }
+  sim::Network net = sim::Network::uniform(S, std::nullopt);
+  for (auto* dir : {&net.forward, &net.backward})
+    for (auto& ch : *dir) {
+      ch.latency_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.05;
+      ch.unlimited = rng.chance(0.1);
+      if (!ch.unlimited) ch.rate = rough_trace(rng, 3e3);
+      ch.capacity = rng.chance(0.6) ? 0 : rng.range(1, 4);
+    }
+  for (auto& sp : net.speed) sp = rng.chance(0.5) ? RateTrace::constant(1.0) : rough_trace(rng, 1.5);
+
+  sim::Schedule sch;
+  switch (rng.below(5)) {
+    case 0: sch = sim::make_named("1f1b", S, M, std::nullopt); break;
+    case 1: sch = sim::make_named("gpipe", S, M, std::nullopt); break;
+    case 2: sch = sim::make_named("dapple-b", S, M, std::nullopt); break;
+    default: sch = sim::make_named("kfkb", S, M, rng.range(1, M)); break;
+  }
+  const int iterations = rng.range(1, 4);
+  desc = "seed " + std::to_string(seed) + ": S=" + std::to_string(S) + " M=" + std::to_string(M) + " " + sch.name +
+         " k=" + std::to_string(sch.k) + " iterations=" + std::to_string(iterations);
+  auto sc = sim::make_scenario(pipeline_from(st, M), std::move(net), std::move(sch), 1, iterations);
+  sc.start_time_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 10;
+  if (rng.chance(0.3)) {
+    std::vector<sim::OpTiming> timings;
+    for (int it = 0; it < iterations; ++it)
+      for (int s = 0; s < S; ++s)
+        for (int m = 0; m < M; ++m)
+          for (Phase ph : {Phase::Forward, Phase::Backward})
+            if (rng.chance(0.3)) timings.push_back({it, s, m, ph, rng.uniform(), 0});
+    sim::set_op_timings(sc, std::move(timings), "timings.csv");
+    desc += " (stage timing trace)";
+  }
+  return sc;
+}
+
+void expect_same(const sim::SimResult& a, const sim::SimResult& b) {
+  EXPECT_EQ(a.iteration_times_s, b.iteration_times_s);  // exact, not within a tolerance
+  EXPECT_EQ(a.total_time_s, b.total_time_s);
+  ASSERT_EQ(a.stages.size(), b.stages.size());
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    EXPECT_EQ(a.stages[s].busy_s, b.stages[s].busy_s) << "stage " << s;
+    EXPECT_EQ(a.stages[s].peak_memory_bytes, b.stages[s].peak_memory_bytes) << "stage " << s;
+    EXPECT_EQ(a.stages[s].peak_inflight, b.stages[s].peak_inflight) << "stage " << s;
+  }
+  ASSERT_EQ(a.channels.size(), b.channels.size());
+  for (std::size_t c = 0; c < a.channels.size(); ++c) {
+    EXPECT_EQ(a.channels[c].busy_s, b.channels[c].busy_s) << "channel " << c;
+    EXPECT_EQ(a.channels[c].peak_queue_depth, b.channels[c].peak_queue_depth) << "channel " << c;
+  }
+  EXPECT_EQ(a.compute_ops, b.compute_ops);
+  EXPECT_EQ(a.transfers, b.transfers);
+  EXPECT_EQ(sim::summary_json(a).dump(), sim::summary_json(b).dump());
+}
+
+TEST(Dataflow, SameNumbersAsTheEventEngine) {
+  int timed = 0, capacity = 0;
+  for (std::uint64_t seed = 1; seed <= 400; ++seed) {
+    std::string desc;
+    const sim::Scenario sc = rough_case(seed, desc);
+    SCOPED_TRACE(desc);
+    timed += !sc.op_timings.empty();
+    for (const auto& ch : sc.network.forward) capacity += ch.capacity > 0;
+    const auto events = sim::simulate(sc, {.evaluator = Evaluator::Events});
+    const auto dataflow = sim::simulate(sc, {.evaluator = Evaluator::Dataflow});
+    expect_same(events, dataflow);
+    if (testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(timed, 60);
+  EXPECT_GT(capacity, 200);
+}
+
+// The SPEC's worked example through the dataflow evaluator explicitly (the default,
+// auto, is the dataflow evaluator already; this names it).
+TEST(Dataflow, WorkedExample) {
+  const auto p = uniform_pipeline(4, 8, 1.0, 2.0, 0.5);
+  const struct {
+    const char* name;
+    std::optional<int> k;
+    double t;
+  } rows[] = {{"1f1b", std::nullopt, 41}, {"kfkb", 2, 36}, {"kfkb", 4, 36}, {"gpipe", std::nullopt, 36},
+              {"dapple-b", std::nullopt, 36}};
+  for (const auto& row : rows) {
+    auto net = sim::Network::uniform(4, 1.0);
+    const auto sc = sim::make_scenario(p, std::move(net), sim::make_named(row.name, 4, 8, row.k), 1, 2);
+    const auto r = sim::simulate(sc, {.evaluator = Evaluator::Dataflow});
+    ASSERT_EQ(r.iteration_times_s.size(), 2u);
+    EXPECT_DOUBLE_EQ(r.iteration_times_s[0], row.t) << row.name;
+    EXPECT_DOUBLE_EQ(r.iteration_times_s[1], row.t) << row.name;
+  }
+}
+
+// Errors come from the event engine whichever evaluator was asked for: the same
+// deadlock report, the same "stays 0 forever".
+TEST(Dataflow, ErrorsAreTheEventEnginesReports) {
+  // S = 2, M = 2: stage 1 runs B0 before... F0 cannot be after B0 on the last stage, so a
+  // deadlock: stage 0 waits for the gradient of micro-batch 1 before sending F1.
+  sim::Schedule sch;
+  sch.name = "custom";
+  sch.stages = {{{Phase::Forward, 0}, {Phase::Backward, 0}, {Phase::Forward, 1}, {Phase::Backward, 1}},
+                {{Phase::Forward, 1}, {Phase::Backward, 1}, {Phase::Forward, 0}, {Phase::Backward, 0}}};
+  const auto sc = sim::make_scenario(uniform_pipeline(2, 2, 1.0, 2.0, 0.5), sim::Network::uniform(2, 1.0), sch, 1, 1);
+  std::string events, dataflow;
+  try {
+    sim::simulate(sc, {.evaluator = Evaluator::Events});
+  } catch (const SimError& e) {
+    events = e.what();
+  }
+  try {
+    sim::simulate(sc, {.evaluator = Evaluator::Dataflow});
+  } catch (const SimError& e) {
+    dataflow = e.what();
+  }
+  EXPECT_NE(events.find("deadlock"), std::string::npos) << events;
+  EXPECT_EQ(events, dataflow);
+
+  // A channel whose rate drops to 0 for good.
+  auto net = sim::Network::uniform(2, 1.0);
+  net.forward[0].rate = RateTrace::piecewise({0.0, 1.5}, {1.0, 0.0}, 0.0);
+  const auto stuck = sim::make_scenario(uniform_pipeline(2, 4, 1.0, 2.0, 0.5), std::move(net),
+                                        sim::make_named("1f1b", 2, 4, std::nullopt), 1, 1);
+  std::string a, b;
+  try {
+    sim::simulate(stuck, {.evaluator = Evaluator::Events});
+  } catch (const SimError& e) {
+    a = e.what();
+  }
+  try {
+    sim::simulate(stuck, {.evaluator = Evaluator::Dataflow});
+  } catch (const SimError& e) {
+    b = e.what();
+  }
+  EXPECT_NE(a.find("stays 0 forever"), std::string::npos) << a;
+  EXPECT_EQ(a, b);
+}
+
+TEST(Dataflow, NoTimeline) {
+  const auto sc = sim::make_scenario(uniform_pipeline(2, 4, 1.0, 2.0, 0.5), sim::Network::uniform(2, 1.0),
+                                     sim::make_named("1f1b", 2, 4, std::nullopt), 1, 1);
+  EXPECT_THROW(sim::simulate(sc, {.timeline = true, .evaluator = Evaluator::Dataflow}), InputError);
+  // Auto with a timeline runs the event engine.
+  EXPECT_TRUE(sim::simulate(sc, {.timeline = true}).timeline.has_value());
+  EXPECT_FALSE(sim::simulate(sc).timeline.has_value());
+}
+
+}  // namespace
+}  // namespace simtest
