@@ -23,10 +23,18 @@
 #            or, when another chain's bridge has that subnet already, the highest free C
 #            above the data subnets (chains with different prefixes coexist).
 #   data:    link i joins namespace i (`next`, 10.77.(i+1).1/24) and namespace i+1
-#            (`prev`, 10.77.(i+1).2/24). MPI's tcp transport uses only these links
-#            (--mca btl tcp,self: without it, ranks on one host use shared memory and
-#            bypass the shaped links); ranks that are not neighbours reach each other
+#            (`prev`, 10.77.(i+1).2/24); ranks that are not neighbours reach each other
 #            through the chain (forwarding and routes are set up).
+#   MPI:     namespace r also has one address of its own, 10.78.0.(r+1)/32, on `host`
+#            (one end of a veth pair that stays in the namespace: a dummy device without
+#            the dummy module), routed over the data links with that address as source.
+#            MPI's tcp transport uses only `host` (--mca btl tcp,self: without it, ranks
+#            on one host use shared memory and bypass the shaped links), so every rank
+#            has exactly one address and every connection, neighbour or not, comes from
+#            the address its peer advertised. (With the link addresses themselves, a
+#            middle rank connects from one link's address and Open MPI's tcp transport
+#            drops the connection: "inbound connection from unexpected IP"; 3 or more
+#            ranks then hang.)
 #   shaping: `tc qdisc add dev next|prev root tbf rate RATE burst B latency L` on the
 #            sending side of the link; `rate` later uses `tc qdisc change`, so a
 #            preemption driver can change rates in place while traffic flows.
@@ -183,6 +191,14 @@ do_create() {
     ip -n "$a" link set next up
     ip -n "$b" link set prev up
   done
+  # Each namespace's own address, on a device that only it uses.
+  for ((r = 0; r < n; r++)); do
+    local ns=${prefix}${r}
+    ip -n "$ns" link add host type veth peer name hostpeer
+    ip -n "$ns" addr add "10.78.0.$((r + 1))/32" dev host
+    ip -n "$ns" link set hostpeer up
+    ip -n "$ns" link set host up
+  done
   # Routes along the chain, so that ranks that are not neighbours reach each other
   # over the data links (MPI's collectives need every pair).
   for ((r = 0; r < n; r++)); do
@@ -193,6 +209,13 @@ do_create() {
         ip -n "$ns" route add "10.77.${j}.0/24" via "10.77.$((r + 1)).2" dev next
       elif [ "$j" -lt "$r" ]; then
         ip -n "$ns" route add "10.77.${j}.0/24" via "10.77.${r}.1" dev prev
+      fi
+    done
+    for ((j = 0; j < n; j++)); do
+      if [ "$j" -gt "$r" ]; then
+        ip -n "$ns" route add "10.78.0.$((j + 1))/32" via "10.77.$((r + 1)).2" dev next src "10.78.0.$((r + 1))"
+      elif [ "$j" -lt "$r" ]; then
+        ip -n "$ns" route add "10.78.0.$((j + 1))/32" via "10.77.${r}.1" dev prev src "10.78.0.$((r + 1))"
       fi
     done
   done
@@ -262,8 +285,7 @@ do_mpirun() {
   self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
   local root=()
   [ "$(id -u)" -ne 0 ] || root=(--allow-run-as-root)
-  # btl_tcp_if_include is set per rank by rank-exec (its own data links only: a subnet
-  # that a namespace lacks makes Open MPI warn).
+  # btl_tcp_if_include=host is set per rank by rank-exec.
   PMIX_MCA_ptl_tcp_if_include=$ctl exec mpirun "${root[@]}" --oversubscribe \
     -x PMIX_MCA_ptl_tcp_if_include \
     --mca oob_tcp_if_include "$ctl" \
@@ -277,10 +299,9 @@ do_rank_exec() {
   local n
   n=$(count)
   [ "$r" -lt "$n" ] || die "rank-exec: rank $r, but the chain has only $n namespaces"
-  local subnets=""
-  [ "$r" -eq 0 ] || subnets="10.77.${r}.0/24"
-  [ "$r" -eq $((n - 1)) ] || subnets+="${subnets:+,}10.77.$((r + 1)).0/24"
-  OMPI_MCA_btl_tcp_if_include=$subnets exec ip netns exec "${prefix}${r}" "$@"
+  ip -n "${prefix}${r}" -4 -o addr show dev host 2>/dev/null | grep -q ' 10\.78\.0\.' ||
+    die "rank-exec: namespace ${prefix}${r} has no 'host' address (a chain made by an older netns.sh? destroy and create it again)"
+  OMPI_MCA_btl_tcp_if_include=host exec ip netns exec "${prefix}${r}" "$@"
 }
 
 case "$cmd" in
@@ -311,6 +332,6 @@ case "$cmd" in
       ip netns exec "$ns" tc qdisc show | grep -v 'noqueue' || true
     done
     ;;
-  help | -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//' ;;
+  help | -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" ;;
   *) die "unknown command '$cmd' (check, create, destroy, rate, rate-all, exec, mpirun, status)" ;;
 esac

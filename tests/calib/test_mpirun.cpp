@@ -273,3 +273,33 @@ TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
   EXPECT_NEAR(rate / 25e6, 1.0, 0.15) << "measured " << rate << " bytes/s";
   EXPECT_TRUE(net.backward[0].unlimited);  // not recorded with --direction forward
 }
+
+// Four namespaces in a chain, links shaped: ranks that are not neighbours (0 and 2, 0 and
+// 3, ...) connect through the chain from the one address each namespace advertises.
+// Before netns.sh gave each namespace its own routed address, a middle rank connected
+// from its other link's address, Open MPI's tcp transport dropped the connection
+// ("unexpected IP") and the job hung.
+TEST(CalibMpirun, FourRankChainConnectsEveryPair) {
+  testutil::TempDir dir;
+  const std::string netns = SOURCE_ROOT "/tools/netns.sh";
+  const auto check = shell("'" + netns + "' check", dir.path());
+  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  const std::string prefix = "cq" + std::to_string(::getpid() % 100000);
+  struct Chain {
+    std::string netns, prefix;
+    fs::path dir;
+    ~Chain() { shell("'" + netns + "' --prefix " + prefix + " destroy", dir); }
+  } chain{netns, prefix, dir.path()};
+  const auto made = shell("'" + netns + "' --prefix " + prefix + " create 4 && '" + netns + "' --prefix " + prefix +
+                              " rate-all 1gbit",
+                          dir.path());
+  ASSERT_EQ(made.rc, 0) << made.err;
+  const auto r = shell("timeout 120 '" + netns + "' --prefix " + prefix + " mpirun -np 4 -- '" CALIB_BIN
+                       "' bandwidth --backend cpu --timeout 60 -b 64K -e 64K --iters 3 --warmup 1 -o '" +
+                           (dir.path() / "bw").string() + "'",
+                       dir.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("4 ranks"));
+  EXPECT_THAT(r.err, Not(HasSubstr("unexpected"))) << r.err;
+  EXPECT_TRUE(fs::exists(dir.path() / "bw" / "bandwidth.jsonl"));
+}
