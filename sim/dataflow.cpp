@@ -7,9 +7,9 @@
 // op that consumed the message Q places earlier). So the times can be computed in any
 // order that respects those dependencies, not only in time order. This evaluator
 // advances each stage as far as its inputs allow (a work list of stages whose input
-// changed), pushing each produced message through its channel at once, and afterwards
-// replays each stage's memory, in-flight and queue-depth changes in time order from the
-// recorded times (a merge of a few sorted streams per stage, no heap).
+// changed), pushing each produced message through its channel at once; when a stage has
+// finished the iteration it replays the stage's memory, in-flight and queue-depth
+// changes in time order from the recorded times (a few sorted streams, no heap).
 //
 // It gives the same numbers as the event engine, to the last bit: every rate and speed
 // cursor sees the same queries in the same order (a channel's transfers and a stage's
@@ -101,7 +101,6 @@ class Dataflow {
       durations_.load(it);
       double end = 0;
       if (!run_iteration(t, end)) return std::nullopt;
-      replay_levels();
       r.iteration_times_s.push_back(end - t);
       t = end;
     }
@@ -163,6 +162,7 @@ class Dataflow {
   // Evaluates stage s's ops in order until one's input is not known yet.
   bool advance_stage(std::uint32_t s) {
     StageRun& st = stages_[s];
+    if (st.next == st.end) return true;  // finished (and its levels replayed) already
     const ProgramStage& ps = prog_.stages[s];
     const bool timed = durations_.has();
     while (st.next < st.end) {
@@ -199,6 +199,9 @@ class Dataflow {
       const std::uint32_t out = ps.out_channel(op);
       if (out != kNoChannel && !advance_channel(out)) return false;
     }
+    // Done for this iteration: every message it consumes has arrived, so its levels can
+    // be replayed now, while its times are still in cache.
+    replay_levels(s);
     return true;
   }
 
@@ -233,7 +236,8 @@ class Dataflow {
     return true;
   }
 
-  // Replays one iteration's level changes of every stage in time order: its ops' starts
+  // Replays stage s's level changes of one iteration in time order, once the stage has
+  // finished the iteration (every message it consumes has arrived then): its ops' starts
   // (a consumed message leaves its buffer, a forward's activations arrive), its
   // backwards' ends (their activations leave), and the arrivals on its two input
   // channels. The peaks take the values that settle when time moves on (levels.h), for
@@ -241,59 +245,57 @@ class Dataflow {
   // they only increase the levels, so of the values they settle at the last is the
   // largest: the arrivals before an op event are counted (two sorted streams, no merge),
   // the peaks are taken once, then the arrivals at the event's own instant join it.
-  void replay_levels() {
-    for (std::uint32_t s = 0; s < S_; ++s) {
-      StageRun& st = stages_[s];
-      StageLevels& lv = st.levels;
-      const ProgramStage& ps = prog_.stages[s];
-      const std::uint32_t cf = ps.in[0], cb = ps.in[1];
-      // Each ends with +inf: no bounds checks below.
-      const double* fa = &arrival_[cf == kNoChannel ? arrival_.size() - 1 : channels_[cf].arrivals];
-      const double* ba = &arrival_[cb == kNoChannel ? arrival_.size() - 1 : channels_[cb].arrivals];
-      // Arrived and consumed messages per input channel, micro-batches in flight.
-      std::uint32_t f = 0, b = 0, used_f = 0, used_b = 0, inflight = 0;
-      double last_t = lv.last_t;
-      auto settle = [&] {
-        const double fd = f - used_f, bd = b - used_b, in = inflight;
-        lv.peak_memory = std::max(lv.peak_memory,
-                                  stage_memory(st.static_bytes, ps.act, in, st.fwd_in_bytes, fd, st.bwd_in_bytes, bd));
-        lv.peak_inflight = std::max(lv.peak_inflight, in);
-        lv.peak_fwd_depth = std::max(lv.peak_fwd_depth, fd);
-        lv.peak_bwd_depth = std::max(lv.peak_bwd_depth, bd);
-      };
-      // Brings the levels to an op event at time t: the arrivals before t settle (the
-      // peaks are taken), those at t join the event.
-      auto until = [&](double t) {
-        const std::uint32_t f0 = f, b0 = b;
-        std::uint32_t at_f = 0, at_b = 0;
-        for (; fa[f] <= t; ++f) at_f += fa[f] == t;
-        for (; ba[b] <= t; ++b) at_b += ba[b] == t;
-        if (f - at_f != f0 || b - at_b != b0 || t > last_t) {
-          f -= at_f;
-          b -= at_b;
-          settle();
-          f += at_f;
-          b += at_b;
-        }
-        last_t = t;
-      };
-      for (std::uint32_t i = st.begin; i < st.end; ++i) {
-        const ProgramOp op = prog_.ops[i];
-        until(start_[i]);
-        if (op.backward) {
-          used_b += cb != kNoChannel;
-          until(end_[i]);
-          --inflight;
-        } else {
-          used_f += cf != kNoChannel;
-          ++inflight;
-        }
+  void replay_levels(std::uint32_t s) {
+    StageRun& st = stages_[s];
+    StageLevels& lv = st.levels;
+    const ProgramStage& ps = prog_.stages[s];
+    const std::uint32_t cf = ps.in[0], cb = ps.in[1];
+    // Each ends with +inf: no bounds checks below.
+    const double* fa = &arrival_[cf == kNoChannel ? arrival_.size() - 1 : channels_[cf].arrivals];
+    const double* ba = &arrival_[cb == kNoChannel ? arrival_.size() - 1 : channels_[cb].arrivals];
+    // Arrived and consumed messages per input channel, micro-batches in flight.
+    std::uint32_t f = 0, b = 0, used_f = 0, used_b = 0, inflight = 0;
+    double last_t = lv.last_t;
+    auto settle = [&] {
+      const double fd = f - used_f, bd = b - used_b, in = inflight;
+      lv.peak_memory = std::max(lv.peak_memory,
+                                stage_memory(st.static_bytes, ps.act, in, st.fwd_in_bytes, fd, st.bwd_in_bytes, bd));
+      lv.peak_inflight = std::max(lv.peak_inflight, in);
+      lv.peak_fwd_depth = std::max(lv.peak_fwd_depth, fd);
+      lv.peak_bwd_depth = std::max(lv.peak_bwd_depth, bd);
+    };
+    // Brings the levels to an op event at time t: the arrivals before t settle (the
+    // peaks are taken), those at t join the event.
+    auto until = [&](double t) {
+      const std::uint32_t f0 = f, b0 = b;
+      std::uint32_t at_f = 0, at_b = 0;
+      for (; fa[f] <= t; ++f) at_f += fa[f] == t;
+      for (; ba[b] <= t; ++b) at_b += ba[b] == t;
+      if (f - at_f != f0 || b - at_b != b0 || t > last_t) {
+        f -= at_f;
+        b -= at_b;
+        settle();
+        f += at_f;
+        b += at_b;
       }
-      // Every message is consumed by an op, so nothing arrives after the last op event;
-      // the final values (no micro-batch in flight, empty buffers) are the floor of the peaks.
-      settle();
-      lv.last_t = last_t;
+      last_t = t;
+    };
+    for (std::uint32_t i = st.begin; i < st.end; ++i) {
+      const ProgramOp op = prog_.ops[i];
+      until(start_[i]);
+      if (op.backward) {
+        used_b += cb != kNoChannel;
+        until(end_[i]);
+        --inflight;
+      } else {
+        used_f += cf != kNoChannel;
+        ++inflight;
+      }
     }
+    // Every message is consumed by an op, so nothing arrives after the last op event;
+    // the final values (no micro-batch in flight, empty buffers) are the floor of the peaks.
+    settle();
+    lv.last_t = last_t;
   }
 
   const Scenario& sc_;

@@ -45,7 +45,7 @@ Inputs (docs/formats.md):
 
 Evaluators: the event engine processes the run in time order from one event list
 ordered by (time, sequence); the dataflow evaluator computes the same times stage by
-stage as far as inputs allow, about 2.7 times faster, and gives the same numbers to the
+stage as far as inputs allow, about 3 times faster, and gives the same numbers to the
 last bit (docs/model.md, "Two evaluators"). auto, the default, uses the dataflow
 evaluator, and the event engine when a timeline is asked for.
 
