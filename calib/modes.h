@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "backend.h"
 #include "options.h"
@@ -22,9 +23,12 @@ double median(std::vector<double> v);
 // Stops every rank together when any rank's `error` is not empty: rank 0 prints the
 // first one ("adagrouper-calib MODE: ERROR") and every rank gets true.
 bool stop_on_error(const Mpi& mpi, const Options& options, const std::string& error);
+bool stop_on_error(const Mpi& mpi, std::string_view mode, const std::string& error);
 
 // The backend of options.backend on every rank, or null on every rank when any rank
 // failed to create it (rank 0 then has printed the first failure, as stop_on_error).
 std::unique_ptr<Backend> make_backend_or_stop(const Options& options, const Mpi& mpi, Watchdog& watchdog);
+std::unique_ptr<Backend> make_backend_or_stop(BackendKind kind, std::string_view mode, const Mpi& mpi,
+                                              Watchdog& watchdog);
 
 }  // namespace adagrouper::calib

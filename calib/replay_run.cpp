@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "modes.h"
 #include "replay.h"
 #include "replay_cpu.h"
 #include "runtime.h"
@@ -318,11 +319,10 @@ class Links {
 };
 
 // Runs this rank's program and returns its records on the aligned clock.
-RankRecord run_rank(const Mpi& mpi, Watchdog& dog, const ReplayOptions& o, const ReplayPlan& plan,
+RankRecord run_rank(const Mpi& mpi, Watchdog& dog, Backend* be, const ReplayOptions& o, const ReplayPlan& plan,
                     const StageProgram& p, double offset) {
   const int S = plan.stages, s = mpi.rank();
   const int total = o.warmup + o.iterations;
-  auto be = make_backend(o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu, mpi, dog);
   const bool cpu = be->kind() == BackendKind::cpu;
 
   // Channels: data 2x: x -> x+1 and 2x+1: x+1 -> x (a communicator each); control
@@ -516,7 +516,12 @@ int replay(const Mpi& mpi, const ReplayOptions& o, const ReplayPlan& plan, const
   const bool one_host = mpi.id().local_size == mpi.size();
   const double applied = one_host ? 0.0 : offset;
   const double worst_offset = mpi.max(std::abs(offset));
-  const RankRecord mine = run_rank(mpi, dog, o, plan, progs[static_cast<std::size_t>(mpi.rank())], applied);
+  // Created on every rank or on none (a rank without a GPU, say): then every rank stops
+  // here with status 2, and rank 0 says why, instead of the others waiting for it.
+  const std::unique_ptr<Backend> be =
+      make_backend_or_stop(o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu, "replay", mpi, dog);
+  if (!be) return 2;
+  const RankRecord mine = run_rank(mpi, dog, be.get(), o, plan, progs[static_cast<std::size_t>(mpi.rank())], applied);
 
   // Rank 0 also ties its clock to Unix time, for --time-origin.
   const double unix_minus_clock = unix_time_now() - now_s();

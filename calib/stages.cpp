@@ -20,23 +20,32 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-bool stop_on_error(const Mpi& mpi, const Options& options, const std::string& error) {
+bool stop_on_error(const Mpi& mpi, std::string_view mode, const std::string& error) {
   const std::string first = mpi.first_error(error);
   if (first.empty()) return false;
-  if (mpi.rank() == 0) std::cerr << "adagrouper-calib " << mode_name(options.mode) << ": " << first << std::endl;
+  if (mpi.rank() == 0) std::cerr << "adagrouper-calib " << mode << ": " << first << std::endl;
   return true;
 }
 
-std::unique_ptr<Backend> make_backend_or_stop(const Options& options, const Mpi& mpi, Watchdog& watchdog) {
+bool stop_on_error(const Mpi& mpi, const Options& options, const std::string& error) {
+  return stop_on_error(mpi, mode_name(options.mode), error);
+}
+
+std::unique_ptr<Backend> make_backend_or_stop(BackendKind kind, std::string_view mode, const Mpi& mpi,
+                                              Watchdog& watchdog) {
   std::string error;
   std::unique_ptr<Backend> be;
   try {
-    be = make_backend(options.backend, mpi, watchdog);
+    be = make_backend(kind, mpi, watchdog);
   } catch (const std::exception& e) {
     error = e.what();
   }
-  if (stop_on_error(mpi, options, error)) return nullptr;
+  if (stop_on_error(mpi, mode, error)) return nullptr;
   return be;
+}
+
+std::unique_ptr<Backend> make_backend_or_stop(const Options& options, const Mpi& mpi, Watchdog& watchdog) {
+  return make_backend_or_stop(options.backend, mode_name(options.mode), mpi, watchdog);
 }
 
 namespace {

@@ -209,7 +209,8 @@ int cmd_adapt(int argc, char** argv) {
   const planner::AdaptResult result = planner::run_adapt(pipeline, network, options, sink);
   if (rows) rows->commit();
 
-  const auto doc = planner::adapt_json(result, {{"pipeline", pipeline_path, ""}, {"network", network_path, ""}});
+  const auto doc = planner::adapt_json(
+      result, {{"pipeline", pipeline_path, sha256_of(pipeline_path)}, {"network", network_path, sha256_of(network_path)}});
   if (vm.count("output")) write_file_atomic(vm["output"].as<std::string>(), doc.dump(2) + "\n");
   if (vm["json"].as<bool>()) {
     std::cout << doc.dump(2) << '\n';

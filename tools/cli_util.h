@@ -47,4 +47,8 @@ inline double memory_limit_option(const boost::program_options::variables_map& v
   return limit;
 }
 
+// The sha256 of a file's bytes, in hex: recorded next to each input of a plan or an
+// adaptive run, so that a result names exactly what it was computed from.
+std::string sha256_of(const std::string& path);
+
 }  // namespace adagrouper::cli

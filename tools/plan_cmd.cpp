@@ -15,7 +15,6 @@
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -73,21 +72,6 @@ Example:
       --network configs/networks/preempted-25g.json
 
 Options)";
-
-std::string sha256_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  const std::string data = buf.str();
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr) != 1)
-    throw std::runtime_error(fmt::format("{}: sha256 failed", path));
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
-  return hex;
-}
 
 struct ChannelProfile {
   int from = 0, to = 0;

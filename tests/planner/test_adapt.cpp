@@ -352,6 +352,14 @@ TEST_F(AdaptCli, EndToEndOnShippedConfigsIsByteIdenticalOnARerun) {
   const json doc = json::parse(first_json);
   EXPECT_EQ(doc.at("schema"), "adagrouper.adapt/1");
   EXPECT_EQ(doc.at("settings").at("replan_every"), 5);
+  // The inputs are named with the sha256 of their bytes, as a plan's are.
+  ASSERT_EQ(doc.at("inputs").size(), 2u);
+  for (const auto& in : doc.at("inputs")) {
+    const std::string sha = in.at("sha256").get<std::string>();
+    EXPECT_EQ(sha.size(), 64u);
+    EXPECT_EQ(sha.find_first_not_of("0123456789abcdef"), std::string::npos) << sha;
+  }
+  EXPECT_NE(doc.at("inputs")[0].at("sha256"), doc.at("inputs")[1].at("sha256"));
   EXPECT_EQ(doc.at("decisions").size(), 7u);
   for (const auto& p : doc.at("policies")) {
     const auto& rows = by_policy.at(p.at("policy").get<std::string>());
