@@ -44,12 +44,10 @@ struct StageRun {
   std::uint32_t begin = 0, end = 0;
   std::uint32_t next = 0;  // absolute index of the next op to evaluate
   double free = 0;         // end of the previous op
-  bool unit_speed = true;
   bool queued = false;     // on the work list
   RateCursor speed;
   double busy_s = 0;
   StageLevels levels;  // replayed after each iteration
-  double static_bytes = 0, fwd_in_bytes = 0, bwd_in_bytes = 0;
 };
 
 struct ChannelRun {
@@ -70,17 +68,13 @@ class Dataflow {
       StageRun& st = stages_[s];
       st.begin = prog_.stages[s].begin;
       st.end = prog_.stages[s].end;
-      const RateTrace& sp = sc.network.speed[s];
-      st.unit_speed = sp.is_constant() && sp.values()[0] == 1.0;
-      st.speed = RateCursor(sp);
-      st.static_bytes = st.levels.peak_memory = sc.stages[s].static_bytes;
+      st.speed = RateCursor(sc.network.speed[s]);
+      st.levels.peak_memory = prog_.stages[s].static_bytes;
     }
     channels_.resize(prog_.channels.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ProgramChannel& pc = prog_.channels[c];
       if (!pc.spec->unlimited) channels_[c].rate = RateCursor(pc.spec->rate);
-      StageRun& receiver = stages_[pc.receiver];
-      (c == prog_.stages[pc.receiver].in[0] ? receiver.fwd_in_bytes : receiver.bwd_in_bytes) = pc.bytes;
     }
     start_.resize(prog_.ops.size());
     end_.resize(prog_.ops.size());
@@ -180,7 +174,7 @@ class Dataflow {
       const double start = std::max(st.free, ready);
       const double duration = timed ? durations_.at(i) : ps.duration(op);
       double end;
-      if (st.unit_speed) {
+      if (ps.unit_speed) {
         end = start + duration;
       } else {
         end = st.speed.finish(start, duration);
@@ -258,8 +252,7 @@ class Dataflow {
     double last_t = lv.last_t;
     auto settle = [&] {
       const double fd = f - used_f, bd = b - used_b, in = inflight;
-      lv.peak_memory = std::max(lv.peak_memory,
-                                stage_memory(st.static_bytes, ps.act, in, st.fwd_in_bytes, fd, st.bwd_in_bytes, bd));
+      lv.peak_memory = std::max(lv.peak_memory, stage_memory(ps, in, fd, bd));
       lv.peak_inflight = std::max(lv.peak_inflight, in);
       lv.peak_fwd_depth = std::max(lv.peak_fwd_depth, fd);
       lv.peak_bwd_depth = std::max(lv.peak_bwd_depth, bd);

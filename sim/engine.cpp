@@ -68,10 +68,8 @@ struct StageState {
   bool busy = false;
   double op_start = 0;
   double finished_at = 0;
-  bool unit_speed = true;
   RateCursor speed;
   Level mem, inflight;
-  double static_bytes = 0, fwd_in_bytes = 0, bwd_in_bytes = 0;  // for stage_memory
   double last_mem_recorded = -1;
   double busy_s = 0;
 };
@@ -99,19 +97,14 @@ class Engine {
       auto& st = stages_[s];
       st.begin = prog_.stages[s].begin;
       st.end = prog_.stages[s].end;
-      const RateTrace& sp = sc.network.speed[s];
-      st.unit_speed = sp.is_constant() && sp.values()[0] == 1.0;
-      st.speed = RateCursor(sp);
-      st.static_bytes = st.mem.cur = st.mem.peak = sc.stages[s].static_bytes;
+      st.speed = RateCursor(sc.network.speed[s]);
+      st.mem.cur = st.mem.peak = prog_.stages[s].static_bytes;
     }
     channels_.resize(prog_.channels.size());
     events_ = EventList(static_cast<std::uint32_t>(stages_.size() + channels_.size()));
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ChannelSpec& spec = *prog_.channels[c].spec;
       if (!spec.unlimited) channels_[c].rate = RateCursor(spec.rate);
-      const ProgramChannel& pc = prog_.channels[c];
-      StageState& receiver = stages_[pc.receiver];
-      (c == prog_.stages[pc.receiver].in[0] ? receiver.fwd_in_bytes : receiver.bwd_in_bytes) = pc.bytes;
     }
     if (record_) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
@@ -190,7 +183,7 @@ class Engine {
     }
     const double duration = durations_.has() ? durations_.at(st.next) : ps.duration(op);
     double end;
-    if (st.unit_speed) {
+    if (ps.unit_speed) {
       end = now + duration;
     } else {
       end = st.speed.finish(now, duration);
@@ -274,8 +267,7 @@ class Engine {
     const ProgramStage& ps = prog_.stages[s];
     const double fwd_depth = ps.in[0] == kNoChannel ? 0.0 : channels_[ps.in[0]].queue.cur;
     const double bwd_depth = ps.in[1] == kNoChannel ? 0.0 : channels_[ps.in[1]].queue.cur;
-    const double value = stage_memory(st.static_bytes, ps.act, st.inflight.cur, st.fwd_in_bytes, fwd_depth,
-                                      st.bwd_in_bytes, bwd_depth);
+    const double value = stage_memory(ps, st.inflight.cur, fwd_depth, bwd_depth);
     const double before = st.mem.cur;
     const double at = st.mem.last_t;
     if (st.mem.set(now, value) && record_ && before != st.last_mem_recorded) {

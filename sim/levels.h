@@ -40,9 +40,8 @@ struct Level {
 // event engine and the dataflow evaluator agree to the last bit): static bytes +
 // activations of the micro-batches in flight + the messages waiting in its receive
 // buffers (forward input, then backward input).
-inline double stage_memory(double static_bytes, double act, double inflight, double fwd_bytes, double fwd_depth,
-                           double bwd_bytes, double bwd_depth) {
-  return static_bytes + act * inflight + fwd_bytes * fwd_depth + bwd_bytes * bwd_depth;
+inline double stage_memory(const ProgramStage& ps, double inflight, double fwd_depth, double bwd_depth) {
+  return ps.static_bytes + ps.act * inflight + ps.in_bytes[0] * fwd_depth + ps.in_bytes[1] * bwd_depth;
 }
 
 // Durations of one iteration's ops: the profile's, except where the scenario's stage

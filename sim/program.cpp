@@ -47,11 +47,15 @@ Program build_program(const Scenario& sc) {
     ps.begin = static_cast<std::uint32_t>(p.ops.size());
     ps.nominal[0] = sc.stages[s].fwd;
     ps.nominal[1] = sc.stages[s].bwd;
+    ps.static_bytes = sc.stages[s].static_bytes;
+    const RateTrace& speed = sc.network.speed[s];
+    ps.unit_speed = speed.is_constant() && speed.values()[0] == 1.0;
     ps.act = sc.stages[s].act;
     ps.in[0] = s > 0 ? static_cast<std::uint32_t>(s - 1) : kNoChannel;
     ps.out[0] = s + 1 < S ? static_cast<std::uint32_t>(s) : kNoChannel;
     ps.in[1] = s + 1 < S ? static_cast<std::uint32_t>((S - 1) + s) : kNoChannel;
     ps.out[1] = s > 0 ? static_cast<std::uint32_t>((S - 1) + (s - 1)) : kNoChannel;
+    for (int d = 0; d < 2; ++d) ps.in_bytes[d] = ps.in[d] == kNoChannel ? 0.0 : p.channels[ps.in[d]].bytes;
     std::uint32_t nf = 0, nb = 0;
     for (const Op& op : sc.schedule.stages[s]) {
       ProgramOp o{};

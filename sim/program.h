@@ -35,8 +35,11 @@ struct ProgramStage {
   // op's phase is a load, not a branch: the phases of consecutive ops are data-dependent.
   double nominal[2];          // durations of F and B at nominal speed
   double act;
+  double static_bytes;
+  double in_bytes[2];         // bytes of a message on in[0] / in[1] (0 without the channel)
   std::uint32_t in[2];        // channels F / B consume from (or kNoChannel)
   std::uint32_t out[2];       // channels F / B send on (or kNoChannel)
+  bool unit_speed;            // speed constant 1: an op takes its nominal duration
 
   double duration(const ProgramOp& op) const { return nominal[op.backward]; }
   std::uint32_t in_channel(const ProgramOp& op) const { return in[op.backward]; }
