@@ -24,8 +24,8 @@ constexpr const char* kSimulateHelp = R"(Usage: adagrouper simulate --pipeline P
                            [--stage-trace FILE] [--evaluator auto|events|dataflow]
                            [--json] [--output FILE] [--timeline FILE]
 
-Simulates pipeline-parallel training, event by event, under the execution model of
-SPEC.md (docs/model.md): every stage runs its forward (F) and backward (B) ops in the
+Simulates pipeline-parallel training under the execution model of SPEC.md
+(docs/model.md): every stage runs its forward (F) and backward (B) ops in the
 schedule's order; activations and gradients travel over FIFO channels whose bandwidth
 follows the network file's traces; iterations run back to back.
 
