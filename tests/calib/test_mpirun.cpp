@@ -236,30 +236,34 @@ TEST(CalibMpirun, MismatchedRankCountIsOneLineBeforeAnyWork) {
   EXPECT_THAT(p.err, HasSubstr("toy-4.json: 4 stages, but mpirun started 2 ranks"));
 }
 
+// A chain of network namespaces (tools/netns.sh) under a prefix of its own, removed when
+// the test ends; cmd() is a netns.sh command line for it.
+namespace {
+const std::string kNetns = SOURCE_ROOT "/tools/netns.sh";
+struct NetnsChain {
+  std::string prefix;
+  fs::path dir;
+  std::string cmd(const std::string& args) const { return "'" + kNetns + "' --prefix " + prefix + " " + args; }
+  ~NetnsChain() { shell(cmd("destroy"), dir); }
+};
+}  // namespace
+
 // Two namespaces joined by a veth pair shaped to 200 Mbit/s: the rate p2p measures on the
 // shaped channel is the shaping rate (25e6 bytes/s) within 15%.
 TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
   testutil::TempDir dir;
-  const std::string netns = SOURCE_ROOT "/tools/netns.sh";
-  const auto check = shell("'" + netns + "' check", dir.path());
+  const auto check = shell("'" + kNetns + "' check", dir.path());
   if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
-  const std::string prefix = "ct" + std::to_string(::getpid() % 100000);
-  struct Chain {
-    std::string netns, prefix;
-    fs::path dir;
-    ~Chain() { shell("'" + netns + "' --prefix " + prefix + " destroy", dir); }
-  } chain{netns, prefix, dir.path()};
-  const auto made = shell("'" + netns + "' --prefix " + prefix + " create 2 && '" + netns + "' --prefix " + prefix +
-                              " rate 0 200mbit",
-                          dir.path());
+  const NetnsChain chain{"ct" + std::to_string(::getpid() % 100000), dir.path()};
+  const auto made = shell(chain.cmd("create 2") + " && " + chain.cmd("rate 0 200mbit"), dir.path());
   ASSERT_EQ(made.rc, 0) << made.err;
   const fs::path out = dir.path() / "shaped";
   // One direction: with both, each direction's MPI handshakes queue behind the other's
   // data in the shaped queue (docs/calibration.md). Messages of 8 MiB (0.34 s each at
   // 200 Mbit/s), so that MPI's per-message rendezvous is a small part of each.
-  const auto r = shell("'" + netns + "' --prefix " + prefix + " mpirun -np 2 -- '" CALIB_BIN
-                       "' p2p --backend cpu --timeout 60 --bytes 8M --direction forward --warmup 1 --duration 1.6 "
-                       "--interval 0.4 -o '" + out.string() + "'",
+  const auto r = shell(chain.cmd("mpirun -np 2 -- '" CALIB_BIN "'") +
+                           " p2p --backend cpu --timeout 60 --bytes 8M --direction forward --warmup 1 --duration 1.6 "
+                           "--interval 0.4 -o '" + out.string() + "'",
                        dir.path());
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto net = adagrouper::sim::load_network(out / "network.json", 2, adagrouper::traces::rate_resolver());
@@ -281,21 +285,13 @@ TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
 // ("unexpected IP") and the job hung.
 TEST(CalibMpirun, FourRankChainConnectsEveryPair) {
   testutil::TempDir dir;
-  const std::string netns = SOURCE_ROOT "/tools/netns.sh";
-  const auto check = shell("'" + netns + "' check", dir.path());
+  const auto check = shell("'" + kNetns + "' check", dir.path());
   if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
-  const std::string prefix = "cq" + std::to_string(::getpid() % 100000);
-  struct Chain {
-    std::string netns, prefix;
-    fs::path dir;
-    ~Chain() { shell("'" + netns + "' --prefix " + prefix + " destroy", dir); }
-  } chain{netns, prefix, dir.path()};
-  const auto made = shell("'" + netns + "' --prefix " + prefix + " create 4 && '" + netns + "' --prefix " + prefix +
-                              " rate-all 1gbit",
-                          dir.path());
+  const NetnsChain chain{"cq" + std::to_string(::getpid() % 100000), dir.path()};
+  const auto made = shell(chain.cmd("create 4") + " && " + chain.cmd("rate-all 1gbit"), dir.path());
   ASSERT_EQ(made.rc, 0) << made.err;
-  const auto r = shell("timeout 120 '" + netns + "' --prefix " + prefix + " mpirun -np 4 -- '" CALIB_BIN
-                       "' bandwidth --backend cpu --timeout 60 -b 64K -e 64K --iters 3 --warmup 1 -o '" +
+  const auto r = shell("timeout 120 " + chain.cmd("mpirun -np 4 -- '" CALIB_BIN "'") +
+                           " bandwidth --backend cpu --timeout 60 -b 64K -e 64K --iters 3 --warmup 1 -o '" +
                            (dir.path() / "bw").string() + "'",
                        dir.path());
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -133,48 +133,38 @@ TEST(Dataflow, WorkedExample) {
   }
 }
 
+// The SimError a run throws, or "" when it finishes.
+std::string error_of(const sim::Scenario& sc, Evaluator evaluator) {
+  try {
+    sim::simulate(sc, {.evaluator = evaluator});
+  } catch (const SimError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // Errors come from the event engine whichever evaluator was asked for: the same
 // deadlock report, the same "stays 0 forever".
 TEST(Dataflow, ErrorsAreTheEventEnginesReports) {
-  // S = 2, M = 2: stage 1 runs B0 before... F0 cannot be after B0 on the last stage, so a
-  // deadlock: stage 0 waits for the gradient of micro-batch 1 before sending F1.
+  // S = 2, M = 2, a cycle: stage 1 runs micro-batch 1 first, but stage 0 sends its
+  // activation only after B0, which needs the gradient of micro-batch 0 from stage 1.
   sim::Schedule sch;
   sch.name = "custom";
   sch.stages = {{{Phase::Forward, 0}, {Phase::Backward, 0}, {Phase::Forward, 1}, {Phase::Backward, 1}},
                 {{Phase::Forward, 1}, {Phase::Backward, 1}, {Phase::Forward, 0}, {Phase::Backward, 0}}};
   const auto sc = sim::make_scenario(uniform_pipeline(2, 2, 1.0, 2.0, 0.5), sim::Network::uniform(2, 1.0), sch, 1, 1);
-  std::string events, dataflow;
-  try {
-    sim::simulate(sc, {.evaluator = Evaluator::Events});
-  } catch (const SimError& e) {
-    events = e.what();
-  }
-  try {
-    sim::simulate(sc, {.evaluator = Evaluator::Dataflow});
-  } catch (const SimError& e) {
-    dataflow = e.what();
-  }
+  const std::string events = error_of(sc, Evaluator::Events);
   EXPECT_NE(events.find("deadlock"), std::string::npos) << events;
-  EXPECT_EQ(events, dataflow);
+  EXPECT_EQ(events, error_of(sc, Evaluator::Dataflow));
 
   // A channel whose rate drops to 0 for good.
   auto net = sim::Network::uniform(2, 1.0);
   net.forward[0].rate = RateTrace::piecewise({0.0, 1.5}, {1.0, 0.0}, 0.0);
   const auto stuck = sim::make_scenario(uniform_pipeline(2, 4, 1.0, 2.0, 0.5), std::move(net),
                                         sim::make_named("1f1b", 2, 4, std::nullopt), 1, 1);
-  std::string a, b;
-  try {
-    sim::simulate(stuck, {.evaluator = Evaluator::Events});
-  } catch (const SimError& e) {
-    a = e.what();
-  }
-  try {
-    sim::simulate(stuck, {.evaluator = Evaluator::Dataflow});
-  } catch (const SimError& e) {
-    b = e.what();
-  }
+  const std::string a = error_of(stuck, Evaluator::Events);
   EXPECT_NE(a.find("stays 0 forever"), std::string::npos) << a;
-  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, error_of(stuck, Evaluator::Dataflow));
 }
 
 TEST(Dataflow, NoTimeline) {
