@@ -47,7 +47,7 @@ struct StageRun {
   bool queued = false;     // on the work list
   RateCursor speed;
   double busy_s = 0;
-  StageLevels levels;  // replayed after each iteration
+  StageLevels levels;  // replayed when the stage finishes an iteration
 };
 
 struct ChannelRun {
@@ -103,7 +103,7 @@ class Dataflow {
     std::vector<StageTotals> stages(S_);
     std::vector<ChannelTotals> channels(channels_.size());
     for (std::uint32_t s = 0; s < S_; ++s) {
-      StageRun& st = stages_[s];
+      const StageRun& st = stages_[s];
       const ProgramStage& ps = prog_.stages[s];
       stages[s] = {st.busy_s, st.levels.peak_inflight, st.levels.peak_memory};
       if (ps.in[0] != kNoChannel) channels[ps.in[0]].peak_queue_depth = st.levels.peak_fwd_depth;
