@@ -38,6 +38,10 @@ build() {
   install_missing
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$@" >&2
+  elif [ $# -gt 0 ]; then
+    # A directory configured earlier, by hand or by an older run.sh, gets this command's
+    # options too (build-sanitize without MPI: Open MPI's own allocations leak at exit).
+    meson configure "$dir" "$@" >&2
   fi
   ninja -C "$dir" >&2
 }
