@@ -28,6 +28,22 @@ inline std::optional<boost::program_options::variables_map> parse_options(
   return vm;
 }
 
+// For programs with a main of their own (the benchmarks): parses into vm and returns -1
+// to go on; prints the help and returns 0 for --help; prints "PROGRAM: MESSAGE" and
+// returns 2 for a bad command line. Use: if (int rc = ...; rc >= 0) return rc;
+inline int parse_main_options(int argc, char** argv, const boost::program_options::options_description& opts,
+                              const char* program, boost::program_options::variables_map& vm) {
+  try {
+    auto parsed = parse_options(argc, argv, opts);
+    if (!parsed) return 0;
+    vm = std::move(*parsed);
+  } catch (const boost::program_options::error& e) {
+    std::cerr << program << ": " << e.what() << '\n';
+    return 2;
+  }
+  return -1;
+}
+
 // The value of a required option, or an InputError "--NAME: missing (see adagrouper
 // COMMAND --help)".
 template <typename T = std::string>

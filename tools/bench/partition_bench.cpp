@@ -7,11 +7,11 @@
 #include <chrono>
 #include <cstdint>
 #include <random>
-#include <sstream>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "../cli_util.h"
 #include "planner.h"
 
 using namespace adagrouper;
@@ -73,18 +73,7 @@ int main(int argc, char** argv) {
       "memory-limit-gib", po::value<double>()->default_value(32), "memory limit per stage (GiB)")(
       "repeat", po::value<int>()->default_value(5), "runs; the best is reported");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
-  } catch (const po::error& e) {
-    fmt::print(stderr, "partition_bench: {}\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::ostringstream s;
-    s << opts;
-    fmt::print("{}\n", s.str());
-    return 0;
-  }
+  if (const int rc = adagrouper::cli::parse_main_options(argc, argv, opts, "partition_bench", vm); rc >= 0) return rc;
   const int L = vm["layers"].as<int>(), S = vm["stages"].as<int>(), repeat = std::max(1, vm["repeat"].as<int>());
   try {
     for (const bool hetero : {false, true}) {

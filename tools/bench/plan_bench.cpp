@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cstdint>
 #include <random>
-#include <sstream>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "../cli_util.h"
 #include "planner.h"
 
 using namespace adagrouper;
@@ -64,18 +64,7 @@ int main(int argc, char** argv) {
       "trace-points", po::value<int>()->default_value(100000), "points of the trace in the second run")(
       "eval-iterations", po::value<int>()->default_value(10), "evaluated iterations in the second run");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
-  } catch (const po::error& e) {
-    fmt::print(stderr, "plan_bench: {}\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::ostringstream s;
-    s << opts;
-    fmt::print("{}\n", s.str());
-    return 0;
-  }
+  if (const int rc = adagrouper::cli::parse_main_options(argc, argv, opts, "plan_bench", vm); rc >= 0) return rc;
   const int S = 32, B = 2048;
   const sim::Pipeline p = make_pipeline(S, B);
   std::size_t evaluated = 0;

@@ -11,13 +11,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "../cli_util.h"
 #include "sim.h"
 
 using namespace adagrouper::sim;
@@ -62,16 +62,7 @@ int main(int argc, char** argv) {
      "dataflow (what simulate uses without a timeline) or events (the event engine)");
   // clang-format on
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "sim_bench: %s\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::printf("%s\n", fmt::format("{}", [&] { std::ostringstream s; s << opts; return s.str(); }()).c_str());
-    return 0;
-  }
+  if (const int rc = adagrouper::cli::parse_main_options(argc, argv, opts, "sim_bench", vm); rc >= 0) return rc;
   const int S = vm["stages"].as<int>(), M = vm["micro-batches"].as<int>(), k = vm["k"].as<int>();
   const int iterations = vm["iterations"].as<int>(), points = vm["trace-points"].as<int>();
   const std::string evaluator = vm["evaluator"].as<std::string>();

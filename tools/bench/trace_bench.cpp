@@ -14,13 +14,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "../cli_util.h"
 #include "sim.h"
 #include "traces.h"
 
@@ -113,19 +113,7 @@ int main(int argc, char** argv) {
     ("repeat", po::value<int>()->default_value(3), "runs per measurement; the best is reported");
   // clang-format on
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "trace_bench: %s\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::ostringstream s;
-    s << opts;
-    std::fputs(s.str().c_str(), stdout);
-    return 0;
-  }
+  if (const int rc = adagrouper::cli::parse_main_options(argc, argv, opts, "trace_bench", vm); rc >= 0) return rc;
   const int repeat = vm["repeat"].as<int>();
   bench_load(vm["csv-points"].as<int>(), repeat);
 
