@@ -126,7 +126,7 @@ case "$cmd" in
     echo "== trace_bench"
     build/tools/bench/trace_bench
     echo "== sweep bench (1,000 runs: --jobs 1, --jobs 2, mpirun -np 2)"
-    tools/sweep/bench.sh build
+    tools/bench/sweep_bench.sh build
     ;;
   fuzz)
     # The trace parsers' libFuzzer targets (clang), each run for ${1:-30} seconds.

@@ -17,14 +17,14 @@
 # to $FIGURES (default docs/figures/). Every run starts from scratch (its old output
 # is removed first: a sweep would otherwise resume and keep old rows).
 # Environment: ADAGROUPER (default build/adagrouper: needs the sweep and adapt
-# commands), PLOT (default tools/plot.py, run by /usr/bin/python3 with Debian's
+# commands), PLOT (default tools/scripts/plot.py, run by /usr/bin/python3 with Debian's
 # matplotlib). Exit status: 0 done, 2 bad usage, else the failing step's.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 studies="$root/configs/studies"
 ADAGROUPER=${ADAGROUPER:-$root/build/adagrouper}
-PLOT=${PLOT:-$root/tools/plot.py}
+PLOT=${PLOT:-$root/tools/scripts/plot.py}
 OUT=${STUDIES_OUT:-$root/build/studies}
 FIGS=${FIGURES:-$root/docs/figures}
 

@@ -236,10 +236,10 @@ TEST(CalibMpirun, MismatchedRankCountIsOneLineBeforeAnyWork) {
   EXPECT_THAT(p.err, HasSubstr("toy-4.json: 4 stages, but mpirun started 2 ranks"));
 }
 
-// A chain of network namespaces (tools/netns.sh) under a prefix of its own, removed when
+// A chain of network namespaces (tools/scripts/netns.sh) under a prefix of its own, removed when
 // the test ends; cmd() is a netns.sh command line for it.
 namespace {
-const std::string kNetns = SOURCE_ROOT "/tools/netns.sh";
+const std::string kNetns = SOURCE_ROOT "/tools/scripts/netns.sh";
 struct NetnsChain {
   std::string prefix;
   fs::path dir;

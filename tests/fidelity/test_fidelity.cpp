@@ -542,7 +542,7 @@ TEST(Testbed, ReducedRunEndToEnd) {
   TempDir tmp;
   int rc = 0;
   const std::string out =
-      shell(fmt::format("cd '{}' && tools/fidelity.sh --ci --build '{}' --out '{}' 2>&1", SOURCE_ROOT, BUILD_ROOT,
+      shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --build '{}' --out '{}' 2>&1", SOURCE_ROOT, BUILD_ROOT,
                         tmp.path().string()),
             rc);
   if (rc == 77) GTEST_SKIP() << out;

@@ -1,10 +1,10 @@
 #!/bin/bash
-# CLI check of tools/plot.py: a bad column or value exits 2 with one line naming the file
+# CLI check of tools/scripts/plot.py: a bad column or value exits 2 with one line naming the file
 # and the column, and writes no figure; a good input exits 0 and writes PNG + SVG.
 # Needs /usr/bin/python3 with Debian's python3-matplotlib. Usage: tests/plot/check.sh
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-plot="$root/tools/plot.py"
+plot="$root/tools/scripts/plot.py"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0

@@ -1,4 +1,4 @@
-// tools/plot.py through its checks (tests/plot/check.sh): bad columns and values exit 2
+// tools/scripts/plot.py through its checks (tests/plot/check.sh): bad columns and values exit 2
 // with one line naming the file and column and write no figure; a good input writes PNG
 // and SVG. Skipped, saying so, where Debian's python3-matplotlib is missing.
 #include <gtest/gtest.h>

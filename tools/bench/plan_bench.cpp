@@ -8,7 +8,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
-#include "../cli_util.h"
+#include "../cli/cli_util.h"
 #include "planner.h"
 
 using namespace adagrouper;

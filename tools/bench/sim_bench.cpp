@@ -17,7 +17,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
-#include "../cli_util.h"
+#include "../cli/cli_util.h"
 #include "sim.h"
 
 using namespace adagrouper::sim;

@@ -20,7 +20,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
-#include "../cli_util.h"
+#include "../cli/cli_util.h"
 #include "sim.h"
 #include "traces.h"
 

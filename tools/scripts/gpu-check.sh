@@ -5,13 +5,13 @@
 # has two (else says it skips them). Prints short tables; exits non-zero on any failure.
 # Takes under 5 minutes (most of it the build).
 #
-#   tools/gpu-check.sh [BUILD_DIR]      (default: build-gpu; outputs in BUILD_DIR/gpu-check)
+#   tools/scripts/gpu-check.sh [BUILD_DIR]      (default: build-gpu; outputs in BUILD_DIR/gpu-check)
 #
 # Needs nvidia-smi, CUDA (nvcc, cuBLAS; CUDA_HOME or /usr/local/cuda), NCCL (NCCL_HOME,
 # CUDA_HOME or the system), Open MPI, Meson and ninja. A V100 (sm_70) needs CUDA <= 12.9.
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 builddir=${1:-build-gpu}
 out=$builddir/gpu-check

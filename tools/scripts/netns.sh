@@ -3,19 +3,19 @@
 # MPI rank r in namespace r: a one-host testbed for the calibration harness and for
 # fidelity experiments on preempted links (docs/calibration.md, "Testing on shaped links").
 #
-#   tools/netns.sh [--prefix P] check              can this machine create namespaces?
-#   tools/netns.sh [--prefix P] create N           namespaces P0 .. P(N-1) in a chain
-#   tools/netns.sh [--prefix P] destroy            remove them (and the control bridge)
-#   tools/netns.sh [--prefix P] rate I RATE [--dir both|forward|backward]
+#   tools/scripts/netns.sh [--prefix P] check              can this machine create namespaces?
+#   tools/scripts/netns.sh [--prefix P] create N           namespaces P0 .. P(N-1) in a chain
+#   tools/scripts/netns.sh [--prefix P] destroy            remove them (and the control bridge)
+#   tools/scripts/netns.sh [--prefix P] rate I RATE [--dir both|forward|backward]
 #                                       [--burst BYTES] [--latency MS]
 #                                                  shape link I (P<I> <-> P<I+1>) with tbf;
 #                                                  RATE is tc's (200mbit, 1gbit) or `none`;
 #                                                  run again to change the rate in place
-#   tools/netns.sh [--prefix P] rate-all RATE [...]   the same for every link
-#   tools/netns.sh [--prefix P] exec R CMD ...     run CMD in namespace P<R>
-#   tools/netns.sh [--prefix P] mpirun -np N [MPIRUN-OPTION ...] -- PROGRAM [ARG ...]
+#   tools/scripts/netns.sh [--prefix P] rate-all RATE [...]   the same for every link
+#   tools/scripts/netns.sh [--prefix P] exec R CMD ...     run CMD in namespace P<R>
+#   tools/scripts/netns.sh [--prefix P] mpirun -np N [MPIRUN-OPTION ...] -- PROGRAM [ARG ...]
 #                                                  mpirun with rank r in namespace P<r>
-#   tools/netns.sh [--prefix P] status             namespaces, addresses and qdiscs
+#   tools/scripts/netns.sh [--prefix P] status             namespaces, addresses and qdiscs
 #
 # Layout (prefix P, default "agc"):
 #   control: bridge Pbr in the root namespace, 10.77.C.254/24; namespace r has `ctl`,
@@ -76,7 +76,7 @@ count() { namespaces | wc -l; }
 need_ns() {
   local n
   n=$(count)
-  [ "$n" -ge 2 ] || die "no chain with prefix '$prefix' (run: tools/netns.sh --prefix $prefix create N)"
+  [ "$n" -ge 2 ] || die "no chain with prefix '$prefix' (run: tools/scripts/netns.sh --prefix $prefix create N)"
   echo "$n"
 }
 
@@ -149,7 +149,7 @@ do_rate() {
 do_create() {
   local n=${1:-}
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 250 ] || die "create: N must be 2 .. 250, got '${n}'"
-  [ "$(count)" -eq 0 ] || die "create: namespaces with prefix '$prefix' exist already (tools/netns.sh --prefix $prefix destroy)"
+  [ "$(count)" -eq 0 ] || die "create: namespaces with prefix '$prefix' exist already (tools/scripts/netns.sh --prefix $prefix destroy)"
   # Undo a half-made chain on any failure.
   trap 'echo "netns.sh: create failed; removing what it made" >&2; do_destroy >/dev/null 2>&1 || true' ERR
   local br=${prefix}br r i c=""
@@ -273,14 +273,14 @@ do_mpirun() {
       *) args+=("$1"); shift ;;
     esac
   done
-  [ $# -gt 0 ] || die "mpirun: give the program after --: tools/netns.sh mpirun -np N -- PROGRAM ARGS"
+  [ $# -gt 0 ] || die "mpirun: give the program after --: tools/scripts/netns.sh mpirun -np N -- PROGRAM ARGS"
   local n
   n=$(need_ns)
   [[ "$np" =~ ^[0-9]+$ ]] || die "mpirun: give -np N"
   [ "$np" -le "$n" ] || die "mpirun: -np $np, but the chain has only $n namespaces"
   local ctl
   ctl=$(ip -4 -o addr show dev "${prefix}br" 2>/dev/null | awk '{print $4}' | sed -n 's/^\(10\.77\.[0-9]*\)\.254\/24$/\1.0\/24/p')
-  [ -n "$ctl" ] || die "mpirun: the control bridge ${prefix}br has no 10.77.C.254/24 address (tools/netns.sh --prefix $prefix create N)"
+  [ -n "$ctl" ] || die "mpirun: the control bridge ${prefix}br has no 10.77.C.254/24 address (tools/scripts/netns.sh --prefix $prefix create N)"
   local self
   self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
   local root=()

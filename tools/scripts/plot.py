@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """Figures from adagrouper outputs (Debian's python3-matplotlib; no other packages).
 
-  tools/plot.py gantt TIMELINE.json -o FIG        compute and transfer lanes per stage
+  tools/scripts/plot.py gantt TIMELINE.json -o FIG        compute and transfer lanes per stage
                                                    from `adagrouper simulate --timeline`
-  tools/plot.py severity SWEEP.csv|jsonl -o FIG   iteration time against preemption
+  tools/scripts/plot.py severity SWEEP.csv|jsonl -o FIG   iteration time against preemption
                                                    severity, one line per schedule / k
-  tools/plot.py heatmap SWEEP.csv|jsonl -o FIG    kFkB's speedup over 1F1B over (k, severity)
-  tools/plot.py adapt ROWS.csv|jsonl -o FIG       an adaptive run (`adagrouper adapt --rows`):
+  tools/scripts/plot.py heatmap SWEEP.csv|jsonl -o FIG    kFkB's speedup over 1F1B over (k, severity)
+  tools/scripts/plot.py adapt ROWS.csv|jsonl -o FIG       an adaptive run (`adagrouper adapt --rows`):
                                                    plan and iteration time over time, with
                                                    the static policies for reference
 
@@ -563,7 +563,7 @@ def cmd_adapt(args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="tools/plot.py", description=__doc__,
+    p = argparse.ArgumentParser(prog="tools/scripts/plot.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -587,8 +587,8 @@ def main(argv=None):
                                    "markers. Two rows for the same series and x in one panel is an error: pick a "
                                    "slice with --where or split with --facet.",
                        epilog="examples:\n"
-                              "  tools/plot.py severity gpt-severity.csv -o sev             # panels per period\n"
-                              "  tools/plot.py severity fig2.csv --x k --facet trace.severity -o fig2")
+                              "  tools/scripts/plot.py severity gpt-severity.csv -o sev             # panels per period\n"
+                              "  tools/scripts/plot.py severity fig2.csv --x k --facet trace.severity -o fig2")
     s.add_argument("sweep", help="sweep output, CSV or JSONL")
     add_common_sweep_options(s)
     s.add_argument("--x", default="trace.severity", help="x column (default trace.severity)")
@@ -610,7 +610,7 @@ def main(argv=None):
                                    "(x, y): > 1 (blue) means kFkB is faster than 1F1B. Cells are annotated with "
                                    "the speedup; '*' marks a run that exceeds the memory limit. One panel per "
                                    "--facet value. A cell with no baseline row is an error naming the line.",
-                       epilog="example:\n  tools/plot.py heatmap gpt-severity.csv -o heat   # panels per period")
+                       epilog="example:\n  tools/scripts/plot.py heatmap gpt-severity.csv -o heat   # panels per period")
     h.add_argument("sweep", help="sweep output, CSV or JSONL")
     add_common_sweep_options(h)
     h.add_argument("--x", default="k", help="x column (default k)")
@@ -634,7 +634,7 @@ def main(argv=None):
                        epilog="example:\n"
                               "  adagrouper adapt --pipeline configs/pipelines/unet-4stage-v100.json \\\n"
                               "      --network configs/networks/bursty-minutes-25g.json --iterations 1000 --rows a.csv\n"
-                              "  tools/plot.py adapt a.csv -o adapt")
+                              "  tools/scripts/plot.py adapt a.csv -o adapt")
     a.add_argument("rows", help="rows of adagrouper adapt --rows, CSV or JSONL")
     a.add_argument("-o", "--output", required=True, help="figure path without extension (writes .png and .svg)")
     a.add_argument("--plan-policies", default="adaptive,oracle",

@@ -11,7 +11,7 @@
 #               what the sweep costs whatever else the machine runs
 # The outputs of the modes are checked to be equal after sorting.
 #
-#   tools/sweep/bench.sh [BUILD_DIR] [REPEAT]
+#   tools/bench/sweep_bench.sh [BUILD_DIR] [REPEAT]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

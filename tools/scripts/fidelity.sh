@@ -2,7 +2,7 @@
 # The fidelity testbed (docs/fidelity.md): how close is the simulator to a real run?
 #
 # On one machine, N ranks (2 to 4) in network namespaces joined by veth pairs shaped with
-# tc tbf (tools/netns.sh) run the pipeline for real (adagrouper-calib replay, CPU/MPI
+# tc tbf (tools/scripts/netns.sh) run the pipeline for real (adagrouper-calib replay, CPU/MPI
 # backend), and the simulator predicts the same runs on the conditions recorded while
 # they ran. For each scenario (a constant shaped link; a link whose rate a preemption
 # driver changes over time following a trace):
@@ -20,7 +20,7 @@
 #                  Preempted, also against each iteration simulated on its own from
 #                  the measured iteration's start ("aligned": no drift between the two)
 #
-# Usage: tools/fidelity.sh [OPTIONS]
+# Usage: tools/scripts/fidelity.sh [OPTIONS]
 #   --ranks N          stages and ranks, 2 .. 4 (default 2)
 #   --rate RATE        tc rate of every link when not preempted (default 200mbit)
 #   --scenario S       constant, preempted or both (default both)
@@ -57,7 +57,7 @@
 # 2 bad options.
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
 
@@ -89,7 +89,7 @@ while [ $# -gt 0 ]; do
     --ci) ci=1; shift ;;
     --keep) keep=1; shift ;;
     -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option '$1' (see tools/fidelity.sh --help)" ;;
+    *) die "unknown option '$1' (see tools/scripts/fidelity.sh --help)" ;;
   esac
 done
 if [ "$ci" -eq 1 ]; then
@@ -125,7 +125,7 @@ calib="$build/adagrouper-calib"
 [ -x "$adagrouper" ] || skip "$build/adagrouper is not built"
 [ -x "$calib" ] || skip "adagrouper-calib is not built in $build (Meson found no MPI)"
 [ "$(id -u)" -eq 0 ] || skip "network namespaces and tc need root"
-netns=("$root/tools/netns.sh" --prefix "$prefix")
+netns=("$root/tools/scripts/netns.sh" --prefix "$prefix")
 "${netns[@]}" check >/dev/null 2>&1 || skip "network namespaces, veth pairs or tc shaping are not permitted here ($("${netns[@]}" check 2>&1 | tail -1))"
 command -v python3 >/dev/null || skip "python3 is not installed"
 
@@ -173,7 +173,7 @@ fi
   --output "$out/trace-unrolled.csv" >/dev/null
 
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
-# change, as tools/netns.sh rate does, with its burst and 50 ms queue), straight through
+# change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight through
 # `tc -n` so that a change takes a few milliseconds.
 set_rate() {
   local bits burst i
