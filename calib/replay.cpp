@@ -243,7 +243,7 @@ struct LevelEvent {
 };
 
 void sweep(std::vector<LevelEvent>& ev, double base, double& peak, std::vector<sim::Timeline::Sample>* out,
-           std::int32_t stage, std::int32_t kind, std::int32_t peer) {
+           std::int32_t stage, sim::Counter kind, std::int32_t peer) {
   std::sort(ev.begin(), ev.end(), [](const LevelEvent& a, const LevelEvent& b) {
     return std::tie(a.time, a.delta) < std::tie(b.time, b.delta);
   });
@@ -319,9 +319,9 @@ sim::SimResult measured_result(const ReplayPlan& plan, const std::vector<StagePr
     }
     out.bubble_s = r.total_time_s - out.busy_s;
     double peak_inflight = 0, peak_mem = 0;
-    sweep(inflight, 0, peak_inflight, nullptr, s, 0, -1);
-    if (counters) counters->push_back({s, 0, -1, at(t0), par.static_bytes});
-    sweep(mem, par.static_bytes, peak_mem, counters, s, 0, -1);
+    sweep(inflight, 0, peak_inflight, nullptr, s, sim::Counter::Memory, -1);
+    if (counters) counters->push_back({s, sim::Counter::Memory, -1, at(t0), par.static_bytes});
+    sweep(mem, par.static_bytes, peak_mem, counters, s, sim::Counter::Memory, -1);
     out.peak_inflight = static_cast<int>(std::lround(peak_inflight));
     out.peak_memory_bytes = peak_mem;
   }
@@ -364,7 +364,7 @@ sim::SimResult measured_result(const ReplayPlan& plan, const std::vector<StagePr
       }
     }
     double peak = 0;
-    sweep(queue, 0, peak, counters, to, 1, from);
+    sweep(queue, 0, peak, counters, to, sim::Counter::QueueDepth, from);
     ch.peak_queue_depth = static_cast<int>(std::lround(peak));
     return ch;
   };

@@ -88,7 +88,7 @@ void check_options(const AdaptOptions& o) {
 int channel_index(int from, int to) { return to == from + 1 ? 2 * from : 2 * to + 1; }
 
 const sim::ChannelSpec& channel_spec(const sim::Network& n, int c) {
-  return c % 2 == 0 ? n.forward[c / 2] : n.backward[c / 2];
+  return c % 2 == 0 ? n.channel(c / 2, c / 2 + 1) : n.channel(c / 2 + 1, c / 2);
 }
 
 // The last `capacity` samples of one channel, in time order.
@@ -120,22 +120,14 @@ class SampleWindow {
 // (configuration it knows), a constant rate per channel from its measurements (latency
 // only where it has no rate), and the profiled compute speed (constant 1).
 sim::Network observed_network(const sim::Network& real, const std::vector<ChannelEstimate>& est) {
-  sim::Network n;
-  n.source = real.source;
-  n.speed.assign(real.speed.size(), sim::RateTrace());
-  for (std::size_t c = 0; c < est.size(); ++c) {
-    const sim::ChannelSpec& r = channel_spec(real, static_cast<int>(c));
-    sim::ChannelSpec spec;
-    spec.from = r.from;
-    spec.to = r.to;
-    spec.latency_s = r.latency_s;
-    spec.capacity = r.capacity;
-    if (est[c].rate) {
-      spec.unlimited = false;
-      spec.rate = sim::RateTrace::constant(*est[c].rate);
-    }
-    (c % 2 == 0 ? n.forward : n.backward).push_back(std::move(spec));
-  }
+  sim::Network n = real;
+  for (int s = 0; s < n.num_stages(); ++s) n.set_speed(s, sim::RateTrace());
+  n.rewrite_channels([&](sim::ChannelSpec& spec) {
+    spec.rate = nullptr;
+    if (std::abs(spec.from - spec.to) != 1) return;
+    const std::optional<double> rate = est[static_cast<std::size_t>(channel_index(spec.from, spec.to))].rate;
+    if (rate) spec.set_rate(sim::RateTrace::constant(*rate));
+  });
   return n;
 }
 

@@ -88,8 +88,8 @@ std::vector<double> memory_model(const std::vector<sim::StageParams>& stages, co
     const double act = stages[s].act;
     const double in_fwd_bytes = s > 0 ? stages[s - 1].out : 0.0;
     const double in_bwd_bytes = s + 1 < S ? stages[s + 1].gout : 0.0;
-    const int cap_fwd = s > 0 ? net.forward[s - 1].capacity : 0;
-    const int cap_bwd = s + 1 < S ? net.backward[s].capacity : 0;
+    const int cap_fwd = s > 0 ? net.channel(s - 1, s).capacity : 0;
+    const int cap_bwd = s + 1 < S ? net.channel(s + 1, s).capacity : 0;
     auto capped = [](std::int64_t v, int cap) {
       v = std::max<std::int64_t>(v, 0);
       return cap > 0 ? std::min<std::int64_t>(v, cap) : v;

@@ -25,8 +25,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // recorded span [t0, last point] of a non-repeating one, the constant otherwise.
 // Unlimited channels (no rate): infinity.
 double mean_rate(const sim::ChannelSpec& ch, double t0) {
-  if (ch.unlimited) return kInf;
-  const sim::RateTrace& r = ch.rate;
+  if (ch.unlimited()) return kInf;
+  const sim::RateTrace& r = *ch.rate;
   if (r.is_constant()) return r.value_at(0);
   if (r.repeat_s() > 0) return r.integral(t0, t0 + r.repeat_s()) / r.repeat_s();
   const double last = r.times().back();
@@ -110,8 +110,8 @@ PartitionProblem::PartitionProblem(const Model& model, const sim::Network& netwo
       if (op.phase == sim::Phase::Backward && s > 0) first_down[i] = std::min(first_down[i], pos[s - 1][2 * m + 1]);
       if (op.phase == sim::Phase::Forward && s + 1 < S) first_up[i] = std::min(first_up[i], pos[s + 1][2 * m]);
     }
-    const int cap_f = s > 0 ? network.forward[s - 1].capacity : 0;
-    const int cap_b = s + 1 < S ? network.backward[s].capacity : 0;
+    const int cap_f = s > 0 ? network.channel(s - 1, s).capacity : 0;
+    const int cap_b = s + 1 < S ? network.channel(s + 1, s).capacity : 0;
     auto capped = [](std::int64_t v, int cap) {
       v = std::max<std::int64_t>(v, 0);
       return static_cast<double>(cap > 0 ? std::min<std::int64_t>(v, cap) : v);
@@ -152,10 +152,10 @@ PartitionProblem::PartitionProblem(const Model& model, const sim::Network& netwo
   rate_f_.resize(lat_f_.size());
   rate_b_.resize(lat_f_.size());
   for (int s = 0; s + 1 < S_; ++s) {
-    lat_f_[s] = network.forward[s].latency_s;
-    lat_b_[s] = network.backward[s].latency_s;
-    rate_f_[s] = mean_rate(network.forward[s], o.eval_start_s);
-    rate_b_[s] = mean_rate(network.backward[s], o.eval_start_s);
+    lat_f_[s] = network.channel(s, s + 1).latency_s;
+    lat_b_[s] = network.channel(s + 1, s).latency_s;
+    rate_f_[s] = mean_rate(network.channel(s, s + 1), o.eval_start_s);
+    rate_b_[s] = mean_rate(network.channel(s + 1, s), o.eval_start_s);
     for (const auto& [rate, from, to] : {std::tuple{rate_f_[s], s, s + 1}, std::tuple{rate_b_[s], s + 1, s}})
       if (!(rate > 0))
         throw InputError(fmt::format("{}: channel {} -> {}: its rate averages 0 from t = {} s; no message can cross it",

@@ -1,9 +1,19 @@
-// The network file (SPEC section 4): per-channel bandwidth traces, latency and
-// capacity, and per-stage speed traces.
+// The network (docs/formats.md, "Network file"): per-channel bandwidth traces, latency
+// and capacity, and per-stage speed traces.
+//
+// A network file is read once into a NetworkSpec, which does not depend on the number
+// of stages; bind(S) checks it against S stages and gives the Network a run uses. Rate
+// traces are shared, never copied, between the channels that use them and between
+// bindings, so a long recorded trace used as the default costs its size once.
+//
+//   NetworkSpec spec = load_network_spec(path, traces::TraceRates());
+//   Network n = spec.bind(S);                         // or load_network(path, S, ...)
+//   n.rewrite_channels([](ChannelSpec& c) { ... });   // the one way to change channels
 #pragma once
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,46 +21,85 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "rate.h"
-
-namespace adagrouper {
-class Field;
-}
+#include "rate_forms.h"
 
 namespace adagrouper::sim {
 
+using RatePtr = std::shared_ptr<const RateTrace>;
+
+// One directed channel as a run sees it.
 struct ChannelSpec {
   int from = 0, to = 0;
-  bool unlimited = true;   // no rate given: a transfer takes only the latency
-  RateTrace rate;          // bytes per second (when !unlimited)
+  RatePtr rate;          // bytes per second; null: no rate, a transfer takes only the latency
   double latency_s = 0;
-  int capacity = 0;        // 0: unlimited
+  int capacity = 0;      // 0: unlimited
+
+  bool unlimited() const { return rate == nullptr; }
+  void set_rate(RateTrace r) { rate = std::make_shared<const RateTrace>(std::move(r)); }
 };
 
-struct Network {
+// A bound network: every channel between S stages and every stage's speed.
+class Network {
+ public:
+  // A network in which every transfer takes `latency_s` plus bytes / rate (no rate:
+  // only the latency).
+  static Network uniform(int stages, std::optional<double> rate, double latency_s = 0.0);
+
+  std::string source;  // the file it was read from (for messages)
+
+  int num_stages() const { return stages_; }
+  const ChannelSpec& channel(int from, int to) const { return channels_[index(from, to)]; }
+  const RateTrace& speed(int stage) const { return *speed_[stage]; }
+  void set_speed(int stage, RateTrace speed) { speed_[stage] = std::make_shared<const RateTrace>(std::move(speed)); }
+
+  // Applies fn to every channel a run can use: s -> s+1 for s = 0, 1, ..., then s+1 -> s
+  // (always in this order). The one place rates, latencies and capacities change after
+  // loading.
+  void rewrite_channels(const std::function<void(ChannelSpec&)>& fn);
+
+ private:
+  friend class NetworkSpec;
+  std::size_t index(int from, int to) const { return static_cast<std::size_t>(from) * stages_ + to; }
+
+  int stages_ = 0;
+  std::vector<ChannelSpec> channels_;  // dense: [from * S + to]
+  std::vector<RatePtr> speed_;         // per stage
+};
+
+// A network file as read, before it is bound to a number of stages.
+class NetworkSpec {
+ public:
+  struct Channel {
+    int from = 0, to = 0;
+    RatePtr rate;                        // null: the default's
+    std::optional<double> latency_s;     // null: the file's latency_s
+    std::optional<int> capacity;
+    std::string field;                   // "channels[i]", for messages
+  };
+  struct Speed {
+    int stage = 0;
+    RatePtr speed;                       // null: constant 1
+    std::string field;                   // "stages[i]"
+  };
+
   std::string source;
-  // Channel s -> s+1 is forward[s]; channel s+1 -> s is backward[s] (s = 0 .. S-2).
-  std::vector<ChannelSpec> forward, backward;
-  std::vector<RateTrace> speed;  // per stage, default constant 1
+  double latency_s = 0;
+  RatePtr default_rate;                  // null: transfers take only their latency
+  std::vector<Channel> channels;
+  std::vector<Speed> speeds;
 
-  // A network in which every transfer takes `latency_s` plus bytes / rate.
-  static Network uniform(int num_stages, std::optional<double> rate, double latency_s = 0.0);
-  int num_stages() const { return static_cast<int>(speed.size()); }
+  // The network for S stages. Throws InputError naming the file and the field when a
+  // listed channel or stage does not exist among them.
+  Network bind(int stages) const;
 };
 
-// Resolves rate forms the simulator core does not know itself ({"file": ...} and the
-// synthetic patterns of the traces library). Returns nullopt when it does not know
-// the form either. base_dir is the directory of the referring file.
-using RateResolver =
-    std::function<std::optional<RateTrace>(const Field& rate, const std::filesystem::path& base_dir)>;
+NetworkSpec load_network_spec(const std::filesystem::path& path, const RateParser& rates = BasicRates());
+NetworkSpec parse_network_spec(const nlohmann::json& doc, const std::string& source,
+                               const RateParser& rates = BasicRates());
 
-// Parses a rate value: {"constant": R}, {"points": [[t, R], ...], "repeat_s": P}, or
-// whatever `resolver` accepts. Errors name the file and field.
-RateTrace parse_rate(const Field& rate, const std::filesystem::path& base_dir,
-                     const RateResolver& resolver = {});
-
-Network load_network(const std::filesystem::path& path, int num_stages,
-                     const RateResolver& resolver = {});
-Network parse_network(const nlohmann::json& doc, const std::string& source, int num_stages,
-                      const RateResolver& resolver = {});
+// Shorthands for load_network_spec(...).bind(stages).
+Network load_network(const std::filesystem::path& path, int stages, const RateParser& rates = BasicRates());
+Network parse_network(const nlohmann::json& doc, const std::string& source, int stages,
+                      const RateParser& rates = BasicRates());
 
 }  // namespace adagrouper::sim

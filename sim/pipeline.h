@@ -1,4 +1,4 @@
-// The pipeline file (SPEC section 4): stages with measured per-micro-batch-size
+// The pipeline file (docs/formats.md): stages with measured per-micro-batch-size
 // profiles, and the per-stage parameters the execution model uses for one size b.
 #pragma once
 
@@ -24,7 +24,7 @@ struct StageSpec {
   std::vector<ProfilePoint> profile;  // sorted by micro_batch_size, strictly increasing
 };
 
-// What the execution model needs of stage s for one micro-batch size (SPEC section 1).
+// What the execution model needs of stage s for one micro-batch size (docs/model.md §1).
 struct StageParams {
   double fwd = 0, bwd = 0;   // nominal durations of F and B
   double act = 0;            // bytes F keeps alive until B ends

@@ -167,7 +167,7 @@ std::string timeline_json(const SimResult& r) {
         name, t.to + 1, recv_tid(t.from, t.to), t.start * us, (t.end - t.start) * us, flow, args));
   }
   for (const auto& c : tl.counters) {
-    if (c.kind == 0) {
+    if (c.kind == Counter::Memory) {
       emit(fmt::format(R"({{"ph":"C","name":"memory","pid":{},"ts":{},"args":{{"bytes":{}}}}})", c.stage + 1,
                        c.time * us, c.value));
     } else {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accounting.h"
 #include "schedule.h"
 
 namespace adagrouper::sim {
@@ -40,10 +41,12 @@ struct Timeline {
     std::int32_t from, to, iteration, micro_batch;
     double start, end, bytes;
   };
-  // A counter's value from `time` on. kind: 0 memory bytes of `stage`; 1 receive
-  // buffer depth on `stage` of the channel from stage `peer`.
+  // A counter's value from `time` on: the memory of `stage`, or the receive buffer
+  // depth on `stage` of the channel from stage `peer` (-1 for memory).
   struct Sample {
-    std::int32_t stage, kind, peer;
+    std::int32_t stage;
+    Counter kind;
+    std::int32_t peer;
     double time, value;
   };
   std::vector<OpSlice> ops;
@@ -79,7 +82,7 @@ struct SimResult {
   bool fits_memory() const;
 };
 
-// The summary JSON of SPEC section 5, plus per-stage bubble and optimizer time, the
+// The summary JSON (docs/formats.md), with per-stage bubble and optimizer time, the
 // channels, and memory-limit checks. Field order is fixed.
 nlohmann::ordered_json summary_json(const SimResult& r);
 

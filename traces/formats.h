@@ -15,7 +15,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "engine.h"  // sim::OpTiming
+#include "scenario.h"  // sim::OpTiming
 #include "trace.h"
 
 namespace adagrouper::traces {

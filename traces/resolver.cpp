@@ -247,7 +247,7 @@ Trace resolve(const Field& rate, const fs::path& base_dir, int depth) {
     rate.fail(fmt::format("rate forms nest more than {} levels deep (does a trace file refer to itself?)", kMaxDepth));
   rate.require_object();
   if (rate.has("constant") || rate.has("points")) {
-    const sim::RateTrace r = sim::parse_rate(rate, base_dir);
+    const sim::RateTrace r = *sim::parse_basic_rate(rate);
     return guarded(rate, [&] { return canonical(r); });
   }
   if (rate.has("file")) return resolve_file(rate, base_dir, depth);
@@ -259,10 +259,9 @@ Trace resolve(const Field& rate, const fs::path& base_dir, int depth) {
 
 }  // namespace detail
 
-sim::RateResolver rate_resolver() {
-  return [](const Field& rate, const fs::path& base_dir) -> std::optional<sim::RateTrace> {
-    return detail::resolve(rate, base_dir, 0).rate;
-  };
+sim::RateTrace TraceRates::parse(const Field& rate, const fs::path& base_dir) const {
+  if (auto basic = sim::parse_basic_rate(rate)) return std::move(*basic);
+  return detail::resolve(rate, base_dir, 0).rate;
 }
 
 Trace resolve_rate(const Field& rate, const fs::path& base_dir) { return detail::resolve(rate, base_dir, 0); }

@@ -3,7 +3,7 @@
 // anywhere a network file takes a rate or a speed. docs/formats.md, "Trace files and
 // patterns", gives every shape.
 //
-//   sim::Network n = sim::load_network(path, S, traces::rate_resolver());
+//   sim::Network n = sim::load_network(path, S, traces::TraceRates());
 #pragma once
 
 #include <filesystem>
@@ -13,14 +13,18 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "json_util.h"
-#include "network.h"
+#include "rate_forms.h"
 #include "trace.h"
 
 namespace adagrouper::traces {
 
-// Resolves {"file": ...} (relative to the referring file's directory) and
+// Every rate form of docs/formats.md: the core's {"constant"} and {"points"}, trace files
+// {"file": ...} (relative to the referring file's directory) and patterns
 // {"pattern": ...}; any other form is an InputError listing the forms.
-sim::RateResolver rate_resolver();
+class TraceRates final : public sim::RateParser {
+ public:
+  sim::RateTrace parse(const Field& rate, const std::filesystem::path& base_dir) const override;
+};
 
 // Any rate form, constant and points included, with its span.
 Trace resolve_rate(const Field& rate, const std::filesystem::path& base_dir);

@@ -1,6 +1,6 @@
 // adagrouper traces library: the one header to include.
 //
-//   sim::Network n = sim::load_network("net.json", S, traces::rate_resolver());
+//   sim::Network n = sim::load_network("net.json", S, traces::TraceRates());
 //   traces::Loaded l = traces::load_trace_file("link.csv");          // csv, json, iperf3,
 //                                                                     // simgrid, samples
 //   traces::Trace p = traces::make_periodic({.high = 2.8e9, .low = 0.35e9,
@@ -14,6 +14,6 @@
 #include "formats.h"   // Format, LoadOptions, load_trace_file, parse_trace, to_csv, to_json
 #include "patterns.h"  // Periodic, OnOff, Steps, Contention, make_*
 #include "random.h"    // Rng
-#include "resolver.h"  // rate_resolver, resolve_rate, parse_rate_spec
+#include "resolver.h"  // TraceRates, resolve_rate, parse_rate_spec
 #include "stats.h"     // TraceStats, compute_stats
 #include "trace.h"     // Trace, TraceBuilder, slice, repeat, scale, clip, shift, concat, min_*

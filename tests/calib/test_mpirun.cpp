@@ -131,11 +131,11 @@ void check_p2p(const fs::path& out, int stages, int count) {
       const auto rows = adagrouper::traces::load_transfer_samples(out / cal::sample_file(f, t));
       EXPECT_EQ(static_cast<int>(rows.size()), count) << f << "->" << t;
     }
-  const auto net = adagrouper::sim::load_network(out / "network.json", stages, adagrouper::traces::rate_resolver());
+  const auto net = adagrouper::sim::load_network(out / "network.json", stages, adagrouper::traces::TraceRates());
   for (int s = 0; s + 1 < stages; ++s) {
-    EXPECT_FALSE(net.forward[static_cast<std::size_t>(s)].unlimited);
-    EXPECT_FALSE(net.backward[static_cast<std::size_t>(s)].unlimited);
-    EXPECT_GT(net.forward[static_cast<std::size_t>(s)].rate.value_at(0.0), 0);
+    EXPECT_FALSE(net.channel(s, s + 1).unlimited());
+    EXPECT_FALSE(net.channel(s + 1, s).unlimited());
+    EXPECT_GT(net.channel(s, s + 1).rate->value_at(0.0), 0);
   }
 }
 
@@ -266,8 +266,8 @@ TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
                            "--interval 0.4 -o '" + out.string() + "'",
                        dir.path());
   ASSERT_EQ(r.rc, 0) << r.err;
-  const auto net = adagrouper::sim::load_network(out / "network.json", 2, adagrouper::traces::rate_resolver());
-  const double latency = net.forward[0].latency_s;
+  const auto net = adagrouper::sim::load_network(out / "network.json", 2, adagrouper::traces::TraceRates());
+  const double latency = net.channel(0, 1).latency_s;
   double bytes = 0, seconds = 0;
   for (const auto& s : adagrouper::traces::load_transfer_samples(out / "samples/0-1.csv")) {
     bytes += s.bytes;
@@ -275,7 +275,7 @@ TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
   }
   const double rate = bytes / seconds;
   EXPECT_NEAR(rate / 25e6, 1.0, 0.15) << "measured " << rate << " bytes/s";
-  EXPECT_TRUE(net.backward[0].unlimited);  // not recorded with --direction forward
+  EXPECT_TRUE(net.channel(1, 0).unlimited());  // not recorded with --direction forward
 }
 
 // Four namespaces in a chain, links shaped: ranks that are not neighbours (0 and 2, 0 and

@@ -226,17 +226,17 @@ TEST(CalibSamples, NetworkFileLoadsAndReproducesTheMeasuredTransfers) {
   for (const auto& c : chans)
     adagrouper::write_file_atomic(dir.path() / cal::sample_file(c.from, c.to), cal::samples_csv(c.samples));
   adagrouper::write_file_atomic(dir.path() / "network.json", cal::network_json(chans, "test").dump(2));
-  const auto net = adagrouper::sim::load_network(dir.path() / "network.json", 2, adagrouper::traces::rate_resolver());
-  const auto& fwd = net.forward[0];
-  EXPECT_FALSE(fwd.unlimited);
+  const auto net = adagrouper::sim::load_network(dir.path() / "network.json", 2, adagrouper::traces::TraceRates());
+  const auto& fwd = net.channel(0, 1);
+  EXPECT_FALSE(fwd.unlimited());
   EXPECT_DOUBLE_EQ(fwd.latency_s, 1e-4);
   // A transfer of the measured size started at a sample's time takes its duration:
   // latency + bytes / rate.
-  EXPECT_NEAR(fwd.latency_s + 8e6 / fwd.rate.value_at(0.0), 0.1, 1e-12);
-  EXPECT_NEAR(fwd.latency_s + 8e6 / fwd.rate.value_at(0.6), 0.4, 1e-12);
-  EXPECT_NEAR(net.backward[0].latency_s + 4e6 / net.backward[0].rate.value_at(0.3), 0.2, 1e-12);
+  EXPECT_NEAR(fwd.latency_s + 8e6 / fwd.rate->value_at(0.0), 0.1, 1e-12);
+  EXPECT_NEAR(fwd.latency_s + 8e6 / fwd.rate->value_at(0.6), 0.4, 1e-12);
+  EXPECT_NEAR(net.channel(1, 0).latency_s + 4e6 / net.channel(1, 0).rate->value_at(0.3), 0.2, 1e-12);
   // The loop: the recording repeats with its length (the end of the last transfer).
-  EXPECT_DOUBLE_EQ(fwd.rate.repeat_s(), 0.9);
+  EXPECT_DOUBLE_EQ(fwd.rate->repeat_s(), 0.9);
   // One file for plan --comm-profile: the channel column.
   const auto all = adagrouper::traces::parse_transfer_samples(cal::all_samples_csv(chans), "all.csv");
   ASSERT_EQ(all.size(), 4u);

@@ -273,7 +273,7 @@ calib::ReplayPlan plan_of(const sim::Pipeline& pipe, const sim::Schedule& sch, i
   plan.stages = pipe.num_stages();
   plan.global_batch_size = pipe.global_batch_size;
   plan.memory_limit_bytes = pipe.memory_limit_bytes;
-  plan.schedule = sch.name;
+  plan.schedule = sch.name();
   plan.k = sch.k;
   plan.micro_batch_size = b;
   plan.micro_batches = pipe.global_batch_size / b;

@@ -2,6 +2,7 @@
 // with several profile sizes, random networks, and a runner for build/adagrouper.
 #pragma once
 
+#include "../common/network_edit.h"
 #include "../common/test_util.h"
 #include "../common/cli_runner.h"
 

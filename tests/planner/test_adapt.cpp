@@ -60,8 +60,7 @@ TEST(WindowRate, LastWindowSamplesBytesOverDurationMinusLatency) {
 // Every channel of the U-Net at `before` until t_step, then `after` forever.
 sim::Network step_network(int S, double t_step, double before, double after) {
   sim::Network n = sim::Network::uniform(S, before, kLatency);
-  for (auto* dir : {&n.forward, &n.backward})
-    for (auto& c : *dir) c.rate = sim::RateTrace::piecewise({0.0, t_step}, {before, after});
+  n.rewrite_channels([&](sim::ChannelSpec& c) { c.set_rate(sim::RateTrace::piecewise({0.0, t_step}, {before, after})); });
   return n;
 }
 
@@ -250,8 +249,7 @@ TEST(Adapt, OrderingsHoldOnRandomTraces) {
     // 0.25e8..16e8 B/s make transfers from a fraction of an op to many ops long.
     for (double& v : values) v *= 1e8;
     sim::Network n = sim::Network::uniform(S, 1.0, 0.0);
-    for (auto* dir : {&n.forward, &n.backward})
-      for (auto& c : *dir) c.rate = sim::RateTrace::piecewise(times, values);
+    n.rewrite_channels([&](sim::ChannelSpec& c) { c.set_rate(sim::RateTrace::piecewise(times, values)); });
     planner::AdaptOptions o;
     o.memory_limit_bytes = 16e9;
     o.global_batch_size = 8;

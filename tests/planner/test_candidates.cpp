@@ -265,11 +265,14 @@ sim::Pipeline multi_size_pipeline(double limit) {
 
 sim::Network trace_network(int S) {
   sim::Network net = sim::Network::uniform(S, 1e8, 1e-4);
-  for (int s = 0; s + 1 < S; ++s) {
-    net.forward[s].rate = sim::RateTrace::piecewise({0, 3, 4.5}, {1e8, 1e7, 4e7}, 7 + s);
-    net.backward[s].rate = sim::RateTrace::piecewise({0, 2}, {5e7, 2e8}, 5);
-  }
-  net.speed[S - 1] = sim::RateTrace::piecewise({0, 6}, {1.0, 0.5}, 9);
+  net.rewrite_channels([&](sim::ChannelSpec& c) {
+    if (c.to == c.from + 1) {
+      c.set_rate(sim::RateTrace::piecewise({0, 3, 4.5}, {1e8, 1e7, 4e7}, 7 + c.from));
+    } else {
+      c.set_rate(sim::RateTrace::piecewise({0, 2}, {5e7, 2e8}, 5));
+    }
+  });
+  net.set_speed(S - 1, sim::RateTrace::piecewise({0, 6}, {1.0, 0.5}, 9));
   return net;
 }
 
@@ -384,20 +387,17 @@ TEST(Plan, RandomPipelinesAndNetworks) {
     p.memory_limit_bytes = max_static + rng.dyadic(1, 64, 1) * 2e8;
     sim::Network net = sim::Network::uniform(S, std::nullopt, rng.chance(0.5) ? 0.0 : 1e-3);
     const bool traced = rng.chance(0.5);
-    for (auto* dir : {&net.forward, &net.backward}) {
-      for (auto& ch : *dir) {
-        ch.capacity = rng.range(0, 3);
-        if (rng.chance(0.9)) {
-          ch.unlimited = false;
-          ch.rate = traced ? random_trace(rng, 1, 16, 4) : sim::RateTrace::constant(rng.dyadic(1, 16, 4));
-          // bytes are ~1e7 per sample: scale the rates to 1e7..1e8 B/s
-          std::vector<double> v = ch.rate.values();
-          for (double& x : v) x *= 1e7;
-          ch.rate = sim::RateTrace::piecewise(ch.rate.times(), v, ch.rate.repeat_s());
-        }
+    net.rewrite_channels([&](sim::ChannelSpec& ch) {
+      ch.capacity = rng.range(0, 3);
+      if (rng.chance(0.9)) {
+        const sim::RateTrace r = traced ? random_trace(rng, 1, 16, 4) : sim::RateTrace::constant(rng.dyadic(1, 16, 4));
+        // bytes are ~1e7 per sample: scale the rates to 1e7..1e8 B/s
+        std::vector<double> v = r.values();
+        for (double& x : v) x *= 1e7;
+        ch.set_rate(sim::RateTrace::piecewise(r.times(), v, r.repeat_s()));
       }
-    }
-    if (traced && rng.chance(0.5)) net.speed[rng.below(S)] = random_trace(rng, 1, 8, 4);
+    });
+    if (traced && rng.chance(0.5)) net.set_speed(static_cast<int>(rng.below(S)), random_trace(rng, 1, 8, 4));
     if (valid_sizes(p, B).empty()) continue;
     const int iters = traced ? rng.range(1, 3) : 1;
     const double start = traced ? rng.dyadic(0, 40, 4) : 0.0;

@@ -128,22 +128,17 @@ MemCase random_mem_case(Rng& rng) {
     for (std::size_t i = 0; i < t.size(); ++i) d += fmt::format("{}({},{})", i ? " " : "", t.times()[i], t.values()[i]);
     return d + fmt::format("] repeat {}", t.repeat_s());
   };
-  for (auto* dir : {&c.network.forward, &c.network.backward}) {
-    for (auto& ch : *dir) {
-      ch.latency_s = rng.chance(0.5) ? 0.0 : rng.dyadic(0, 4, 4);
-      ch.capacity = rng.range(0, 3);
-      if (rng.chance(0.8)) {
-        ch.unlimited = false;
-        ch.rate = random_trace(rng, 1, 16, 4);
-      }
-      desc += fmt::format(" | ch {}->{} lat {} cap {} rate {}", ch.from, ch.to, ch.latency_s, ch.capacity,
-                          ch.unlimited ? std::string("unlimited") : trace_desc(ch.rate));
-    }
-  }
+  c.network.rewrite_channels([&](sim::ChannelSpec& ch) {
+    ch.latency_s = rng.chance(0.5) ? 0.0 : rng.dyadic(0, 4, 4);
+    ch.capacity = rng.range(0, 3);
+    if (rng.chance(0.8)) ch.set_rate(random_trace(rng, 1, 16, 4));
+    desc += fmt::format(" | ch {}->{} lat {} cap {} rate {}", ch.from, ch.to, ch.latency_s, ch.capacity,
+                        ch.unlimited() ? std::string("unlimited") : trace_desc(*ch.rate));
+  });
   for (int s = 0; s < S; ++s) {
     if (rng.chance(0.5)) {
-      c.network.speed[s] = random_trace(rng, 1, 8, 4);
-      desc += fmt::format(" | speed {} {}", s, trace_desc(c.network.speed[s]));
+      c.network.set_speed(s, random_trace(rng, 1, 8, 4));
+      desc += fmt::format(" | speed {} {}", s, trace_desc(c.network.speed(s)));
     }
   }
   const int which = rng.range(0, 3);

@@ -79,9 +79,10 @@ double latency_of(const std::vector<sim::StageParams>& st, const sim::Network& n
     if (s == 0) continue;
     auto t = [](const sim::ChannelSpec& ch, double bytes) {
       if (bytes <= 0) return ch.latency_s;
-      return ch.unlimited ? ch.latency_s : ch.latency_s + bytes / ch.rate.value_at(0);
+      return ch.unlimited() ? ch.latency_s : ch.latency_s + bytes / ch.rate->value_at(0);
     };
-    const double tf = t(net.forward[s - 1], st[s - 1].out), tb = t(net.backward[s - 1], st[s].gout);
+    const int j = static_cast<int>(s);
+    const double tf = t(net.channel(j - 1, j), st[s - 1].out), tb = t(net.channel(j, j - 1), st[s].gout);
     slowest = std::max({slowest, tf, tb});
     transfers += tf + tb;
   }
@@ -114,10 +115,14 @@ TEST(Partition, DpFindsTheBruteForceOptimum) {
     o.memory_limit_bytes = rng.dyadic(2, 60, 1) * 1e9;
     sim::Network net = sim::Network::uniform(S, rng.chance(0.2) ? std::nullopt : std::optional<double>(rng.dyadic(1, 64, 1) * 1e7),
                                              rng.chance(0.5) ? rng.dyadic(0, 8, 1000) : 0.0);
-    for (int s = 0; s + 1 < S; ++s) {
-      if (rng.chance(0.3)) net.forward[s].capacity = rng.range(1, 3);
-      if (rng.chance(0.3)) net.backward[s].capacity = rng.range(1, 3);
-    }
+    std::vector<int> caps;  // drawn forward, backward per boundary, as the test always did
+    for (int s = 0; s + 1 < S; ++s)
+      for (int d = 0; d < 2; ++d) caps.push_back(rng.chance(0.3) ? rng.range(1, 3) : 0);
+    net.rewrite_channels([&](sim::ChannelSpec& c) {
+      const int s = std::min(c.from, c.to);
+      const int cap = caps[static_cast<std::size_t>(2 * s + (c.to < c.from))];
+      if (cap > 0) c.capacity = cap;
+    });
     const planner::PartitionProblem problem(m, net, o);
     const auto front = problem.solve();
 

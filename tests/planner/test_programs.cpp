@@ -56,7 +56,7 @@ TEST(Programs, ShapeOfTheProgramsOfEveryNamedSchedule) {
                                               sim::make_named("dapple-b", S, M, std::nullopt)};
       for (int k = 1; k <= M; ++k) schedules.push_back(sim::make_kfkb(S, M, k));
       for (const auto& sch : schedules) {
-        SCOPED_TRACE(fmt::format("S={} M={} {} k={}", S, M, sch.name, sch.k));
+        SCOPED_TRACE(fmt::format("S={} M={} {} k={}", S, M, sch.name(), sch.k));
         const auto progs = planner::device_programs(sch, st);
         ASSERT_EQ(progs.size(), static_cast<std::size_t>(S));
         EXPECT_THAT(planner::validate_programs(progs), ::testing::IsEmpty());

@@ -2,6 +2,7 @@
 // does not depend on the standard library's distributions, temporary directories.
 #pragma once
 
+#include "../common/network_edit.h"
 #include "../common/test_util.h"
 #include <atomic>
 #include <cstdint>
@@ -24,6 +25,7 @@ namespace simtest {
 using adagrouper::InputError;
 using adagrouper::SimError;
 namespace sim = adagrouper::sim;
+using testutil::edit_channel;
 using testutil::Rng;
 using testutil::TempDir;
 

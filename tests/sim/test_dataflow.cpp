@@ -43,14 +43,12 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
     p.opt = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.1;
   }
   sim::Network net = sim::Network::uniform(S, std::nullopt);
-  for (auto* dir : {&net.forward, &net.backward})
-    for (auto& ch : *dir) {
-      ch.latency_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.05;
-      ch.unlimited = rng.chance(0.1);
-      if (!ch.unlimited) ch.rate = rough_trace(rng, 3e3);
-      ch.capacity = rng.chance(0.6) ? 0 : rng.range(1, 4);
-    }
-  for (auto& sp : net.speed) sp = rng.chance(0.5) ? RateTrace::constant(1.0) : rough_trace(rng, 1.5);
+  net.rewrite_channels([&](sim::ChannelSpec& ch) {
+    ch.latency_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.05;
+    if (!rng.chance(0.1)) ch.set_rate(rough_trace(rng, 3e3));
+    ch.capacity = rng.chance(0.6) ? 0 : rng.range(1, 4);
+  });
+  for (int s = 0; s < S; ++s) net.set_speed(s, rng.chance(0.5) ? RateTrace::constant(1.0) : rough_trace(rng, 1.5));
 
   sim::Schedule sch;
   switch (rng.below(5)) {
@@ -60,7 +58,7 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
     default: sch = sim::make_named("kfkb", S, M, rng.range(1, M)); break;
   }
   const int iterations = rng.range(1, 4);
-  desc = "seed " + std::to_string(seed) + ": S=" + std::to_string(S) + " M=" + std::to_string(M) + " " + sch.name +
+  desc = "seed " + std::to_string(seed) + ": S=" + std::to_string(S) + " M=" + std::to_string(M) + " " + sch.name() +
          " k=" + std::to_string(sch.k) + " iterations=" + std::to_string(iterations);
   auto sc = sim::make_scenario(pipeline_from(st, M), std::move(net), std::move(sch), 1, iterations);
   sc.start_time_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 10;
@@ -103,7 +101,7 @@ TEST(Dataflow, SameNumbersAsTheEventEngine) {
     const sim::Scenario sc = rough_case(seed, desc);
     SCOPED_TRACE(desc);
     timed += !sc.op_timings.empty();
-    for (const auto& ch : sc.network.forward) capacity += ch.capacity > 0;
+    for (int s = 0; s + 1 < sc.num_stages(); ++s) capacity += sc.network.channel(s, s + 1).capacity > 0;
     const auto events = sim::simulate(sc, {.evaluator = Evaluator::Events});
     const auto dataflow = sim::simulate(sc, {.evaluator = Evaluator::Dataflow});
     expect_same(events, dataflow);
@@ -149,7 +147,7 @@ TEST(Dataflow, ErrorsAreTheEventEnginesReports) {
   // S = 2, M = 2, a cycle: stage 1 runs micro-batch 1 first, but stage 0 sends its
   // activation only after B0, which needs the gradient of micro-batch 0 from stage 1.
   sim::Schedule sch;
-  sch.name = "custom";
+  sch.spec = sim::ScheduleSpec::custom();
   sch.stages = {{{Phase::Forward, 0}, {Phase::Backward, 0}, {Phase::Forward, 1}, {Phase::Backward, 1}},
                 {{Phase::Forward, 1}, {Phase::Backward, 1}, {Phase::Forward, 0}, {Phase::Backward, 0}}};
   const auto sc = sim::make_scenario(uniform_pipeline(2, 2, 1.0, 2.0, 0.5), sim::Network::uniform(2, 1.0), sch, 1, 1);
@@ -159,7 +157,7 @@ TEST(Dataflow, ErrorsAreTheEventEnginesReports) {
 
   // A channel whose rate drops to 0 for good.
   auto net = sim::Network::uniform(2, 1.0);
-  net.forward[0].rate = RateTrace::piecewise({0.0, 1.5}, {1.0, 0.0}, 0.0);
+  edit_channel(net, 0, 1, [](sim::ChannelSpec& c) { c.set_rate(RateTrace::piecewise({0.0, 1.5}, {1.0, 0.0}, 0.0)); });
   const auto stuck = sim::make_scenario(uniform_pipeline(2, 4, 1.0, 2.0, 0.5), std::move(net),
                                         sim::make_named("1f1b", 2, 4, std::nullopt), 1, 1);
   const std::string a = error_of(stuck, Evaluator::Events);

@@ -35,7 +35,7 @@ std::vector<Op> ops(const std::string& text) {
 
 sim::Schedule custom(std::vector<std::string> stages) {
   sim::Schedule s;
-  s.name = "custom";
+  s.spec = sim::ScheduleSpec::custom();
   s.k = 0;
   for (const auto& st : stages) s.stages.push_back(ops(st));
   return s;
@@ -129,8 +129,7 @@ TEST(Deadlock, NamedSchedulesHaveNoCycle) {
     for (int M = 1; M <= 6; ++M) {
       const auto p = uniform_pipeline(S, M, 1.0, 1.0, 1.0);
       auto net = sim::Network::uniform(S, 1.0);
-      for (auto* dir : {&net.forward, &net.backward})
-        for (auto& ch : *dir) ch.capacity = 1;
+      net.rewrite_channels([](sim::ChannelSpec& ch) { ch.capacity = 1; });
       for (const char* name : {"1f1b", "gpipe", "dapple-b"}) {
         const auto sc = sim::make_scenario(p, net, sim::make_named(name, S, M, std::nullopt), 1, 1);
         EXPECT_TRUE(sim::find_dependency_cycle(sc).empty()) << name << " S=" << S << " M=" << M;

@@ -159,7 +159,7 @@ TEST(ClosedForm, FreeCommunicationEverySchedule) {
                                        sim::make_named("dapple-b", S, M, std::nullopt)};
         for (int k = 1; k <= M; ++k) all.push_back(sim::make_named("kfkb", S, M, k));
         for (const auto& sch : all) {
-          SCOPED_TRACE(testing::Message() << sch.name << " k=" << sch.k << " S=" << S << " M=" << M << " fwd=" << f
+          SCOPED_TRACE(testing::Message() << sch.name() << " k=" << sch.k << " S=" << S << " M=" << M << " fwd=" << f
                                           << " bwd=" << b);
           const auto sc = sim::make_scenario(p, Network::uniform(S, std::nullopt), sch, 1, 2);
           const auto r = sim::simulate(sc);
@@ -305,7 +305,7 @@ TEST(Memory, ReceiveBufferCountsTowardsMemory) {
   // The memory counter of stage 1 passes through 1600 on [2, 11) and 1200 on [11, 21).
   std::map<double, double> mem1;
   for (const auto& c : r.timeline->counters)
-    if (c.kind == 0 && c.stage == 1) mem1[c.time] = c.value;
+    if (c.kind == sim::Counter::Memory && c.stage == 1) mem1[c.time] = c.value;
   ASSERT_TRUE(mem1.count(2.0));
   EXPECT_DOUBLE_EQ(mem1[2.0], 1600.0);
   ASSERT_TRUE(mem1.count(11.0));
@@ -335,7 +335,7 @@ TEST(Memory, EqualTimesReleaseBeforeAllocate) {
 
 sim::Schedule custom_order(const std::vector<std::vector<sim::Op>>& stages) {
   sim::Schedule s;
-  s.name = "custom";
+  s.spec = sim::ScheduleSpec::custom();
   s.k = 0;
   s.stages = stages;
   return s;

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "event_list.h"
+#include "eval/event_list.h"
 #include "helpers.h"
 
 namespace simtest {

@@ -255,81 +255,94 @@ TEST(NetworkFile, Loads) {
   const auto net = sim::load_network(path, 3);
   EXPECT_EQ(net.source, path.string());
   EXPECT_EQ(net.num_stages(), 3);
-  ASSERT_EQ(net.forward.size(), 2u);
-  ASSERT_EQ(net.backward.size(), 2u);
-
-  const auto& f01 = net.forward[0];
+  const auto& f01 = net.channel(0, 1);
   EXPECT_EQ(f01.from, 0);
   EXPECT_EQ(f01.to, 1);
-  EXPECT_FALSE(f01.unlimited);
-  EXPECT_TRUE(f01.rate.is_constant());
-  EXPECT_DOUBLE_EQ(f01.rate.value_at(3), 2.0);
+  EXPECT_FALSE(f01.unlimited());
+  EXPECT_TRUE(f01.rate->is_constant());
+  EXPECT_DOUBLE_EQ(f01.rate->value_at(3), 2.0);
   EXPECT_DOUBLE_EQ(f01.latency_s, 0.25);
   EXPECT_EQ(f01.capacity, 0);
 
-  const auto& f12 = net.forward[1];
+  const auto& f12 = net.channel(1, 2);
   EXPECT_EQ(f12.from, 1);
   EXPECT_EQ(f12.to, 2);
-  EXPECT_EQ(f12.rate.size(), 3u);
-  EXPECT_DOUBLE_EQ(f12.rate.value_at(15), 0.25);
+  EXPECT_EQ(f12.rate->size(), 3u);
+  EXPECT_DOUBLE_EQ(f12.rate->value_at(15), 0.25);
   EXPECT_DOUBLE_EQ(f12.latency_s, 0.25);
 
-  const auto& b21 = net.backward[1];
+  const auto& b21 = net.channel(2, 1);
   EXPECT_EQ(b21.from, 2);
   EXPECT_EQ(b21.to, 1);
-  EXPECT_DOUBLE_EQ(b21.rate.repeat_s(), 2.0);
-  EXPECT_DOUBLE_EQ(b21.rate.value_at(2.5), 3.0);
+  EXPECT_DOUBLE_EQ(b21.rate->repeat_s(), 2.0);
+  EXPECT_DOUBLE_EQ(b21.rate->value_at(2.5), 3.0);
   EXPECT_EQ(b21.capacity, 4);
   EXPECT_DOUBLE_EQ(b21.latency_s, 1.5);
 
-  const auto& b10 = net.backward[0];
+  const auto& b10 = net.channel(1, 0);
   EXPECT_EQ(b10.from, 1);
   EXPECT_EQ(b10.to, 0);
-  EXPECT_FALSE(b10.unlimited);  // the default rate
-  EXPECT_DOUBLE_EQ(b10.rate.value_at(0), 2.0);
+  EXPECT_FALSE(b10.unlimited());  // the default rate
+  EXPECT_DOUBLE_EQ(b10.rate->value_at(0), 2.0);
   EXPECT_EQ(b10.capacity, 1);
 
-  EXPECT_DOUBLE_EQ(net.speed[0].value_at(6), 0.5);
-  EXPECT_TRUE(net.speed[1].is_constant());
-  EXPECT_DOUBLE_EQ(net.speed[1].value_at(6), 1.0);
-  EXPECT_DOUBLE_EQ(net.speed[2].value_at(6), 1.0);
+  EXPECT_DOUBLE_EQ(net.speed(0).value_at(6), 0.5);
+  EXPECT_TRUE(net.speed(1).is_constant());
+  EXPECT_DOUBLE_EQ(net.speed(1).value_at(6), 1.0);
+  EXPECT_DOUBLE_EQ(net.speed(2).value_at(6), 1.0);
 }
 
 TEST(NetworkFile, WithoutDefaultTransfersTakeOnlyTheLatency) {
   const auto net = sim::parse_network(json::parse(R"({"latency_s": 0.5})"), "n.json", 3);
-  for (const auto* dir : {&net.forward, &net.backward}) {
-    for (const auto& ch : *dir) {
-      EXPECT_TRUE(ch.unlimited);
-      EXPECT_DOUBLE_EQ(ch.latency_s, 0.5);
+  for (int s = 0; s + 1 < 3; ++s) {
+    for (const auto* ch : {&net.channel(s, s + 1), &net.channel(s + 1, s)}) {
+      EXPECT_TRUE(ch->unlimited());
+      EXPECT_DOUBLE_EQ(ch->latency_s, 0.5);
     }
   }
-  const auto empty = sim::parse_network(json::object(), "n.json", 1);
+  auto empty = sim::parse_network(json::object(), "n.json", 1);
   EXPECT_EQ(empty.num_stages(), 1);
-  EXPECT_TRUE(empty.forward.empty());
+  int channels = 0;
+  empty.rewrite_channels([&](sim::ChannelSpec&) { ++channels; });
+  EXPECT_EQ(channels, 0);
 }
 
-TEST(NetworkFile, ResolverGetsOtherRateFormsAndTheFileDirectory) {
+// A RateParser that records what it was asked and answers a constant.
+class RecordingRates final : public sim::RateParser {
+ public:
+  mutable std::filesystem::path seen_base;
+  mutable std::string seen_path;
+  sim::RateTrace parse(const adagrouper::Field& rate, const std::filesystem::path& base) const override {
+    seen_base = base;
+    seen_path = rate.path();
+    return sim::RateTrace::constant(3.0);
+  }
+};
+
+TEST(NetworkFile, RateParserGetsEveryRateAndTheFileDirectory) {
   TempDir dir;
   const auto path = dir.write("sub/net.json", json::parse(R"({
     "channels": [{"from": 0, "to": 1, "rate": {"file": "../traces/link.csv"}}]})"));
-  std::filesystem::path seen_base;
-  std::string seen_path;
-  const sim::RateResolver resolver = [&](const adagrouper::Field& rate, const std::filesystem::path& base) {
-    seen_base = base;
-    seen_path = rate.path();
-    return std::optional<sim::RateTrace>(sim::RateTrace::constant(3.0));
-  };
-  const auto net = sim::load_network(path, 2, resolver);
-  EXPECT_EQ(seen_base, path.parent_path());
-  EXPECT_EQ(seen_path, "channels[0].rate");
-  EXPECT_DOUBLE_EQ(net.forward[0].rate.value_at(0), 3.0);
+  const RecordingRates rates;
+  const auto net = sim::load_network(path, 2, rates);
+  EXPECT_EQ(rates.seen_base, path.parent_path());
+  EXPECT_EQ(rates.seen_path, "channels[0].rate");
+  EXPECT_DOUBLE_EQ(net.channel(0, 1).rate->value_at(0), 3.0);
 
-  // A resolver that does not know the form: an error naming the field.
-  const sim::RateResolver unknown = [](const adagrouper::Field&, const std::filesystem::path&) {
-    return std::optional<sim::RateTrace>();
-  };
-  EXPECT_THAT(input_error([&] { sim::load_network(path, 2, unknown); }),
+  // The core's own parser does not know the form: an error naming the field.
+  EXPECT_THAT(input_error([&] { sim::load_network(path, 2); }),
               AllOf(HasSubstr(path.string()), HasSubstr("channels[0].rate")));
+}
+
+TEST(NetworkFile, ReadOnceBoundToAnyStageCountSharingItsTraces) {
+  const auto spec = sim::parse_network_spec(
+      json::parse(R"({"default": {"points": [[0, 2], [1, 3]]}, "channels": [{"from": 1, "to": 2, "capacity": 2}]})"),
+      "n.json");
+  const auto three = spec.bind(3), eight = spec.bind(8);
+  EXPECT_EQ(three.channel(0, 1).rate.get(), eight.channel(6, 7).rate.get());  // one trace, shared
+  EXPECT_EQ(three.channel(1, 2).capacity, 2);
+  EXPECT_EQ(eight.channel(1, 2).capacity, 2);
+  EXPECT_THAT(input_error([&] { spec.bind(2); }), HasSubstr("channels[0].to: stage 2 does not exist"));
 }
 
 struct BadNetwork {
@@ -405,7 +418,7 @@ TEST(ScheduleFile, LoadsStringsAndObjects) {
       [{"op": "forward", "micro_batch": 0}, "B0", {"op": "forward", "micro_batch": 1}, {"op": "backward", "micro_batch": 1}]
     ]})"));
   const auto s = sim::load_schedule_file(path, 2, 2);
-  EXPECT_EQ(s.name, "custom");
+  EXPECT_EQ(s.name(), "custom");
   EXPECT_EQ(s.k, 0);
   ASSERT_EQ(s.num_stages(), 2);
   EXPECT_EQ(order_string(s.stages[0]), "F0 F1 B0 B1");

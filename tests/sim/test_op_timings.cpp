@@ -58,7 +58,7 @@ TEST(OpTimings, ReplaceExactlyTheListedOps) {
 
 TEST(OpTimings, StillStretchedByTheSpeedTrace) {
   sim::Scenario sc = toy(1);
-  sc.network.speed[0] = sim::RateTrace::constant(0.5);  // stage 0 at half speed
+  sc.network.set_speed(0, sim::RateTrace::constant(0.5));  // stage 0 at half speed
   sim::set_op_timings(sc, {OpTiming{0, 0, 0, Phase::Forward, 3.0, 1}}, "trace.csv");
   const auto d = durations(sim::simulate(sc, {.timeline = true}));
   EXPECT_DOUBLE_EQ((d.at({0, 0, "F0"})), 6.0);  // 3 nominal seconds at speed 0.5

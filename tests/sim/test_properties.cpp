@@ -40,7 +40,7 @@ RateTrace random_trace(Rng& rng, int lo_units, int hi_units, double denom) {
 // may not deadlock.
 sim::Schedule random_order(Rng& rng, int S, int M) {
   sim::Schedule sch;
-  sch.name = "custom";
+  sch.spec = sim::ScheduleSpec::custom();
   sch.k = 0;
   auto perm = [&] {
     std::vector<int> p(M);
@@ -107,22 +107,19 @@ RandomCase random_case(std::uint64_t seed) {
 
   sim::Network net = sim::Network::uniform(S, std::nullopt);
   if (!rc.free_unit) {
-    for (auto* dir : {&net.forward, &net.backward}) {
-      for (auto& ch : *dir) {
-        ch.latency_s = rng.chance(0.5) ? 0.0 : rng.dyadic(1, 4, 8);
-        ch.unlimited = rng.chance(0.2);
-        if (!ch.unlimited) ch.rate = random_trace(rng, 1, 16, 4);
-        ch.capacity = rng.chance(0.5) ? 0 : rng.range(1, 3);
-      }
-    }
-    for (auto& sp : net.speed) {
+    net.rewrite_channels([&](sim::ChannelSpec& ch) {
+      ch.latency_s = rng.chance(0.5) ? 0.0 : rng.dyadic(1, 4, 8);
+      if (!rng.chance(0.2)) ch.set_rate(random_trace(rng, 1, 16, 4));
+      ch.capacity = rng.chance(0.5) ? 0 : rng.range(1, 3);
+    });
+    for (int s = 0; s < S; ++s) {
       const double u = rng.uniform();
       if (u < 0.5) {
-        sp = RateTrace::constant(1.0);
+        net.set_speed(s, RateTrace::constant(1.0));
       } else if (u < 0.7) {
-        sp = RateTrace::constant(rng.dyadic(2, 8, 4));
+        net.set_speed(s, RateTrace::constant(rng.dyadic(2, 8, 4)));
       } else {
-        sp = random_trace(rng, 1, 8, 4);
+        net.set_speed(s, random_trace(rng, 1, 8, 4));
       }
     }
   }
@@ -141,13 +138,14 @@ RandomCase random_case(std::uint64_t seed) {
       std::vector<int> w(S);
       int prev = G;
       for (int s = 0; s < S; ++s) prev = w[s] = rng.range(1, prev);
-      sch = sim::make_grouped("custom", S, M, k, w);
+      sch.spec = sim::ScheduleSpec::custom();
+      sch.stages = sim::grouped_orders(S, M, k, w);
       sch.k = 0;
     }
   }
   const int iterations = rng.range(1, 3);
   rc.desc = "seed " + std::to_string(seed) + ": S=" + std::to_string(S) + " M=" + std::to_string(M) + " " +
-            sch.name + " k=" + std::to_string(sch.k) + " iterations=" + std::to_string(iterations) +
+            sch.name() + " k=" + std::to_string(sch.k) + " iterations=" + std::to_string(iterations) +
             (rc.free_unit ? " free" : "");
   rc.sc = sim::make_scenario(p, std::move(net), std::move(sch), 1, iterations);
   return rc;
@@ -165,7 +163,7 @@ int order_peak(const std::vector<sim::Op>& ops) {
 
 // The warm-up count of a named schedule: micro-batches in the first W_s groups.
 int warmup_count(const sim::Schedule& sch, int S, int M, int s) {
-  if (sch.name == "dapple-b") return std::min(2 * (S - s) - 1, M);
+  if (sch.name() == "dapple-b") return std::min(2 * (S - s) - 1, M);
   const int k = sch.k;
   const int G = (M + k - 1) / k;
   return std::min(std::min(S - s, G) * k, M);
@@ -244,7 +242,7 @@ void check_case(const RandomCase& rc) {
   std::vector<double> T(I + 1, 0.0);
   for (int it = 0; it < I; ++it) {
     double end = T[it];
-    for (int s = 0; s < S; ++s) end = std::max(end, runs[it][s].back()->end + sc.stages[s].opt);
+    for (int s = 0; s < S; ++s) end = std::max(end, runs[it][s].back()->end + sc.model_stages[s].opt);
     T[it + 1] = end;
   }
   ASSERT_EQ(r.iteration_times_s.size(), static_cast<std::size_t>(I));
@@ -281,8 +279,8 @@ void check_case(const RandomCase& rc) {
     const int s = fwd ? c : c - (S - 1);
     const int from = fwd ? s : s + 1, to = fwd ? s + 1 : s;
     const Phase ph = fwd ? Phase::Forward : Phase::Backward;
-    const sim::ChannelSpec& spec = fwd ? sc.network.forward[s] : sc.network.backward[s];
-    const double bytes = fwd ? sc.stages[s].out : sc.stages[s + 1].gout;
+    const sim::ChannelSpec& spec = sc.network.channel(from, to);
+    const double bytes = fwd ? sc.model_stages[s].out : sc.model_stages[s + 1].gout;
     std::vector<int> consumption;
     for (const auto& o : sc.schedule.stages[to])
       if (o.phase == ph) consumption.push_back(o.micro_batch);
@@ -303,10 +301,10 @@ void check_case(const RandomCase& rc) {
         EXPECT_GE(t.start, produced);
         EXPECT_GE(t.start, prev_end);  // one message at a time
         EXPECT_DOUBLE_EQ(t.start, want);
-        if (spec.unlimited || bytes == 0) {
+        if (spec.unlimited() || bytes == 0) {
           EXPECT_DOUBLE_EQ(t.end, t.start + spec.latency_s);
         } else {
-          const double e = spec.rate.finish(t.start + spec.latency_s, bytes);
+          const double e = spec.rate->finish(t.start + spec.latency_s, bytes);
           EXPECT_NEAR(t.end, e, tol(e));
         }
         prev_end = t.end;
@@ -324,7 +322,7 @@ void check_case(const RandomCase& rc) {
 
   // --- ops: each starts exactly when both the stage and its input are ready --------
   for (int s = 0; s < S; ++s) {
-    const RateTrace& speed = sc.network.speed[s];
+    const RateTrace& speed = sc.network.speed(s);
     const bool unit = speed.is_constant() && speed.values()[0] == 1.0;
     double prev_end = 0;
     double busy = 0;
@@ -342,7 +340,7 @@ void check_case(const RandomCase& rc) {
         EXPECT_GE(o->start, ready);
         EXPECT_GE(o->start, prev_end);  // non-overlapping on the stage
         EXPECT_DOUBLE_EQ(o->start, std::max(prev_end, ready));
-        const double d = o->op.phase == Phase::Forward ? sc.stages[s].fwd : sc.stages[s].bwd;
+        const double d = o->op.phase == Phase::Forward ? sc.model_stages[s].fwd : sc.model_stages[s].bwd;
         if (unit) {
           EXPECT_DOUBLE_EQ(o->end, o->start + d);
         } else {
@@ -359,9 +357,9 @@ void check_case(const RandomCase& rc) {
 
   // --- memory and in-flight, recomputed from the timeline --------------------------
   std::vector<Level> mem(S), inflight(S);
-  for (int s = 0; s < S; ++s) mem[s].initial = sc.stages[s].static_bytes;
+  for (int s = 0; s < S; ++s) mem[s].initial = sc.model_stages[s].static_bytes;
   for (const auto& o : tl.ops) {
-    const double act = sc.stages[o.stage].act;
+    const double act = sc.model_stages[o.stage].act;
     if (o.op.phase == Phase::Forward) {
       mem[o.stage].changes.emplace_back(o.start, act);
       inflight[o.stage].changes.emplace_back(o.start, 1);
@@ -381,7 +379,7 @@ void check_case(const RandomCase& rc) {
     EXPECT_DOUBLE_EQ(r.stages[s].peak_memory_bytes, mem[s].peak) << "stage " << s;
     EXPECT_EQ(r.stages[s].peak_inflight, static_cast<int>(inflight[s].peak)) << "stage " << s;
     EXPECT_EQ(r.stages[s].peak_inflight, order_peak(sc.schedule.stages[s])) << "stage " << s;
-    if (rc.free_unit && sc.schedule.name != "custom") {
+    if (rc.free_unit && sc.schedule.name() != "custom") {
       EXPECT_EQ(r.stages[s].peak_inflight, warmup_count(sc.schedule, S, M, s)) << "stage " << s;
     }
   }
@@ -389,8 +387,8 @@ void check_case(const RandomCase& rc) {
     ASSERT_GE(c.stage, 0);
     ASSERT_LT(c.stage, S);
     EXPECT_GE(c.value, 0.0);
-    if (c.kind == 0) {
-      EXPECT_GE(c.value, sc.stages[c.stage].static_bytes) << "memory of stage " << c.stage << " at " << c.time;
+    if (c.kind == sim::Counter::Memory) {
+      EXPECT_GE(c.value, sc.model_stages[c.stage].static_bytes) << "memory of stage " << c.stage << " at " << c.time;
       EXPECT_DOUBLE_EQ(c.value, mem[c.stage].at(c.time)) << "memory of stage " << c.stage << " at " << c.time;
     }
   }
@@ -420,7 +418,7 @@ TEST(Properties, RandomScenarios) {
     const auto cycle = sim::find_dependency_cycle(rc.sc);
     if (!cycle.empty()) {
       // Only the randomly shuffled orders may deadlock; the engine must say so.
-      ASSERT_EQ(rc.sc.schedule.name, "custom");
+      ASSERT_EQ(rc.sc.schedule.name(), "custom");
       ASSERT_EQ(cycle.front(), cycle.back());
       ++deadlocks;
       try {
@@ -431,12 +429,12 @@ TEST(Properties, RandomScenarios) {
       }
       continue;
     }
-    custom += rc.sc.schedule.name == "custom";
+    custom += rc.sc.schedule.name() == "custom";
     free_unit += rc.free_unit;
-    for (const auto* dir : {&rc.sc.network.forward, &rc.sc.network.backward})
-      for (const auto& ch : *dir) {
-        capacity += ch.capacity > 0;
-        traces += !ch.unlimited && !ch.rate.is_constant();
+    for (int s = 0; s + 1 < rc.sc.num_stages(); ++s)
+      for (const auto* ch : {&rc.sc.network.channel(s, s + 1), &rc.sc.network.channel(s + 1, s)}) {
+        capacity += ch->capacity > 0;
+        traces += !ch->unlimited() && !ch->rate->is_constant();
       }
     check_case(rc);
     if (testing::Test::HasFatalFailure()) return;

@@ -21,7 +21,7 @@ TEST(Schedule, OpName) {
 
 TEST(Schedule, SpecExampleTwoStagesFourMicroBatchesK2) {
   const auto s = make_named("kfkb", 2, 4, 2);
-  EXPECT_EQ(s.name, "kfkb");
+  EXPECT_EQ(s.name(), "kfkb");
   EXPECT_EQ(s.k, 2);
   ASSERT_EQ(s.num_stages(), 2);
   EXPECT_EQ(order_string(s.stages[0]), "F0 F1 F2 F3 B0 B1 B2 B3");
@@ -30,7 +30,7 @@ TEST(Schedule, SpecExampleTwoStagesFourMicroBatchesK2) {
 
 TEST(Schedule, OneFOneB) {
   const auto s = make_named("1f1b", 4, 8, std::nullopt);
-  EXPECT_EQ(s.name, "1f1b");
+  EXPECT_EQ(s.name(), "1f1b");
   EXPECT_EQ(s.k, 1);
   EXPECT_EQ(order_string(s.stages[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
   EXPECT_EQ(order_string(s.stages[1]), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
@@ -41,14 +41,14 @@ TEST(Schedule, OneFOneB) {
 
 TEST(Schedule, GPipe) {
   const auto s = make_named("gpipe", 3, 4, std::nullopt);
-  EXPECT_EQ(s.name, "gpipe");
+  EXPECT_EQ(s.name(), "gpipe");
   EXPECT_EQ(s.k, 4);
   for (int st = 0; st < 3; ++st) EXPECT_EQ(order_string(s.stages[st]), "F0 F1 F2 F3 B0 B1 B2 B3");
 }
 
 TEST(Schedule, DappleB) {
   const auto s = make_named("dapple-b", 4, 8, std::nullopt);
-  EXPECT_EQ(s.name, "dapple-b");
+  EXPECT_EQ(s.name(), "dapple-b");
   EXPECT_EQ(s.k, 1);
   // Warm-up 2(S - s) - 1 = 7, 5, 3, 1.
   EXPECT_EQ(order_string(s.stages[0]), "F0 F1 F2 F3 F4 F5 F6 B0 F7 B1 B2 B3 B4 B5 B6 B7");
@@ -80,11 +80,10 @@ TEST(Schedule, KfkbWarmupCappedByGroupCount) {
   EXPECT_EQ(make_named("kfkb", 3, 5, 5).stages, make_named("gpipe", 3, 5, std::nullopt).stages);
 }
 
-TEST(Schedule, MakeGroupedCustomWarmup) {
-  const auto s = sim::make_grouped("mine", 2, 4, 1, {3, 2});
-  EXPECT_EQ(s.name, "mine");
-  EXPECT_EQ(order_string(s.stages[0]), "F0 F1 F2 B0 F3 B1 B2 B3");
-  EXPECT_EQ(order_string(s.stages[1]), "F0 F1 B0 F2 B1 F3 B2 B3");
+TEST(Schedule, GroupedOrdersCustomWarmup) {
+  const auto s = sim::grouped_orders(2, 4, 1, {3, 2});
+  EXPECT_EQ(order_string(s[0]), "F0 F1 F2 B0 F3 B1 B2 B3");
+  EXPECT_EQ(order_string(s[1]), "F0 F1 B0 F2 B1 F3 B2 B3");
 }
 
 // Every named schedule over a grid lists F and B of every micro-batch exactly once per
@@ -97,9 +96,9 @@ TEST(Schedule, NamedSchedulesAreCompleteOnAGrid) {
                                      make_named("dapple-b", S, M, std::nullopt)};
       for (int k = 1; k <= M; ++k) all.push_back(make_named("kfkb", S, M, k));
       for (const auto& sch : all) {
-        SCOPED_TRACE(testing::Message() << sch.name << " k=" << sch.k << " S=" << S << " M=" << M);
+        SCOPED_TRACE(testing::Message() << sch.name() << " k=" << sch.k << " S=" << S << " M=" << M);
         ASSERT_NO_THROW(sim::validate_schedule(sch, S, M, "grid"));
-        const int k = sch.name == "dapple-b" ? 1 : sch.k;
+        const int k = sch.name() == "dapple-b" ? 1 : sch.k;
         const int G = (M + k - 1) / k;
         for (int s = 0; s < S; ++s) {
           const auto& ops = sch.stages[s];
@@ -116,7 +115,7 @@ TEST(Schedule, NamedSchedulesAreCompleteOnAGrid) {
             }
           }
           int warm;
-          if (sch.name == "dapple-b") {
+          if (sch.name() == "dapple-b") {
             warm = std::min(2 * (S - s) - 1, M);
           } else {
             const int W = std::min(S - s, G);

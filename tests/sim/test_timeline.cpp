@@ -22,7 +22,7 @@ sim::SimResult run_kfkb(int iterations, bool timeline = true) {
   // S = 3, M = 4, k = 2, 0.5 s messages, activations and static memory.
   const auto p = uniform_pipeline(3, 4, 1.0, 2.0, 0.5, /*act=*/64, /*static=*/1024);
   auto net = sim::Network::uniform(3, 1.0, 0.25);
-  net.forward[1].capacity = 1;
+  edit_channel(net, 1, 2, [](sim::ChannelSpec& c) { c.capacity = 1; });
   const auto sc = sim::make_scenario(p, net, sim::make_named("kfkb", 3, 4, 2), 1, iterations);
   return sim::simulate(sc, {.timeline = timeline});
 }

@@ -1,6 +1,7 @@
 // Shared helpers of the traces_test suite.
 #pragma once
 
+#include "../common/network_edit.h"
 #include "../common/test_util.h"
 #include <unistd.h>
 

@@ -16,7 +16,7 @@ namespace sim = adagrouper::sim;
 using testing::HasSubstr;
 using testing::StartsWith;
 
-sim::Network load(const fs::path& net, int stages = 3) { return sim::load_network(net, stages, tr::rate_resolver()); }
+sim::Network load(const fs::path& net, int stages = 3) { return sim::load_network(net, stages, tr::TraceRates()); }
 
 TEST(Resolver, FilesRelativeToTheNetworkFileAndPatterns) {
   TempDir dir;
@@ -31,13 +31,13 @@ TEST(Resolver, FilesRelativeToTheNetworkFileAndPatterns) {
     "stages": [{"stage": 1, "speed": {"file": "../speed.profile", "format": "simgrid"}}]
   })");
   const sim::Network n = load(net);
-  EXPECT_EQ(n.forward[0].rate.times(), (std::vector<double>{0, 5}));
-  EXPECT_EQ(n.forward[0].rate.repeat_s(), 10);
-  EXPECT_EQ(n.forward[1].rate.values(), (std::vector<double>{100, 25}));  // the default
-  EXPECT_EQ(n.backward[1].rate.repeat_s(), 3);                          // 2 -> 1
-  EXPECT_EQ(n.speed[1].values(), (std::vector<double>{1, 0.5}));
-  EXPECT_EQ(n.speed[1].repeat_s(), 4);
-  EXPECT_EQ(n.speed[0].values(), (std::vector<double>{1}));
+  EXPECT_EQ(n.channel(0, 1).rate->times(), (std::vector<double>{0, 5}));
+  EXPECT_EQ(n.channel(0, 1).rate->repeat_s(), 10);
+  EXPECT_EQ(n.channel(1, 2).rate->values(), (std::vector<double>{100, 25}));  // the default
+  EXPECT_EQ(n.channel(2, 1).rate->repeat_s(), 3);                          // 2 -> 1
+  EXPECT_EQ(n.speed(1).values(), (std::vector<double>{1, 0.5}));
+  EXPECT_EQ(n.speed(1).repeat_s(), 4);
+  EXPECT_EQ(n.speed(0).values(), (std::vector<double>{1}));
 }
 
 TEST(Resolver, PatternGivesTheSameSimulationAsItsPoints) {
@@ -95,9 +95,9 @@ TEST(Resolver, RepeatTrueLoopsARecording) {
   dir.write("rec.csv", "0,5\n1,2\n3,5\n");  // [0,1) 5, [1,3) 2, recording ends at 3
   const fs::path net = dir.write("net.json", R"({"default": {"file": "rec.csv", "repeat": true}})");
   const sim::Network n = load(net, 2);
-  EXPECT_EQ(n.forward[0].rate.times(), (std::vector<double>{0, 1}));
-  EXPECT_EQ(n.forward[0].rate.repeat_s(), 3);
-  EXPECT_EQ(n.forward[0].rate.value_at(3.5), 5);
+  EXPECT_EQ(n.channel(0, 1).rate->times(), (std::vector<double>{0, 1}));
+  EXPECT_EQ(n.channel(0, 1).rate->repeat_s(), 3);
+  EXPECT_EQ(n.channel(0, 1).rate->value_at(3.5), 5);
 }
 
 TEST(Resolver, ShippedTracesAndNetworksLoad) {
@@ -112,7 +112,7 @@ TEST(Resolver, ShippedTracesAndNetworksLoad) {
   EXPECT_GE(traces, 6);
   for (const char* net : {"bursty-25g.json", "contention-25g.json", "periodic-pattern-25g.json"}) {
     const sim::Network n = load(root / "configs" / "networks" / net, 8);
-    EXPECT_FALSE(n.forward[0].unlimited) << net;
+    EXPECT_FALSE(n.channel(0, 1).unlimited()) << net;
   }
 }
 

@@ -83,8 +83,8 @@ int main(int argc, char** argv) {
   }
   sim::Network traced = constant;
   const sim::RateTrace trace = sim::RateTrace::piecewise(std::move(t), std::move(v), points * 0.01);
-  for (auto* dir : {&traced.forward, &traced.backward})
-    for (auto& ch : *dir) ch.rate = trace;
+  const sim::RatePtr shared = std::make_shared<const sim::RateTrace>(trace);
+  traced.rewrite_channels([&](sim::ChannelSpec& ch) { ch.rate = shared; });
   const int iters = vm["eval-iterations"].as<int>();
   const double t2 = run(p, traced, iters, &evaluated);
   fmt::print("{}-point trace, {} iterations: {:.3f} s wall, {} candidates simulated\n", points, iters, t2,

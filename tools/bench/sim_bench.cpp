@@ -78,9 +78,9 @@ int main(int argc, char** argv) {
   sc.micro_batch_size = 1;
   sc.global_batch_size = M;
   sc.iterations = iterations;
-  sc.stages.resize(S);
+  sc.model_stages.resize(S);
   for (int s = 0; s < S; ++s) {
-    StageParams& p = sc.stages[s];
+    StageParams& p = sc.model_stages[s];
     p.fwd = 1.0e-3 * (0.9 + 0.2 * uniform01(rng));
     p.bwd = 2.0 * p.fwd;
     p.act = 2.0e8;
@@ -89,8 +89,7 @@ int main(int argc, char** argv) {
     p.static_bytes = 4.0e9;
   }
   sc.network = Network::uniform(S, 1.0, 5.0e-6);
-  for (auto* dir : {&sc.network.forward, &sc.network.backward})
-    for (auto& ch : *dir) ch.rate = random_trace(rng, points, 0.01);
+  sc.network.rewrite_channels([&](ChannelSpec& ch) { ch.set_rate(random_trace(rng, points, 0.01)); });
   sc.schedule = make_kfkb(S, M, k);
 
   double best = 1e300;

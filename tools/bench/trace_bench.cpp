@@ -125,9 +125,9 @@ int main(int argc, char** argv) {
   sc.micro_batch_size = 1;
   sc.global_batch_size = M;
   sc.iterations = vm["iterations"].as<int>();
-  sc.stages.resize(S);
+  sc.model_stages.resize(S);
   for (int s = 0; s < S; ++s) {
-    sim::StageParams& p = sc.stages[s];
+    sim::StageParams& p = sc.model_stages[s];
     p.fwd = 1.0e-3 * (0.9 + 0.2 * rng.uniform01());
     p.bwd = 2.0 * p.fwd;
     p.act = 2.0e8;
@@ -146,8 +146,8 @@ int main(int argc, char** argv) {
   for (double spacing : vm["spacing-s"].as<std::vector<double>>()) {
     for (bool random : {false, true}) {
       const auto t0 = Clock::now();
-      for (auto* dir : {&sc.network.forward, &sc.network.backward})
-        for (auto& ch : *dir) ch.rate = make_trace(rng, points, spacing, random, flat);
+      sc.network.rewrite_channels(
+          [&](sim::ChannelSpec& ch) { ch.set_rate(make_trace(rng, points, spacing, random, flat)); });
       const double build = seconds_since(t0);
       const SimRun tr = bench_sim(sc, repeat);
       fmt::print("simulate   {} points every {} s, {}: {:.3f} s, {:.2f} M ops/s, {:+.1f} % time vs constant "

@@ -167,7 +167,7 @@ int cmd_adapt(int argc, char** argv) {
   const std::string pipeline_path = required(vm, "pipeline", "adapt");
   const std::string network_path = required(vm, "network", "adapt");
   const sim::Pipeline pipeline = sim::load_pipeline(pipeline_path);
-  const sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::rate_resolver());
+  const sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::TraceRates());
 
   planner::AdaptOptions options;
   options.global_batch_size =

@@ -118,7 +118,7 @@ int cmd_partition(int argc, char** argv) {
     throw InputError(fmt::format("--stages: {} stages need at least {} layers; {} has {}", stages, stages, model_path,
                                  model.num_layers()));
   const sim::Network network = vm.count("network")
-                                   ? sim::load_network(vm["network"].as<std::string>(), stages, traces::rate_resolver())
+                                   ? sim::load_network(vm["network"].as<std::string>(), stages, traces::TraceRates())
                                    : sim::Network::uniform(stages, std::nullopt);
 
   const planner::PartitionResult r = planner::partition(model, network, o);

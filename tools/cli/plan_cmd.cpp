@@ -123,10 +123,11 @@ std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vec
     }
   }
   std::vector<ChannelProfile> out;
+  std::map<std::pair<int, int>, double> measured;
   for (auto& [ch, samples] : per) {
     std::stable_sort(samples.begin(), samples.end(),
                      [](const auto& a, const auto& b) { return a.time_s < b.time_s; });
-    sim::ChannelSpec& spec = ch.second == ch.first + 1 ? net.forward[ch.first] : net.backward[ch.second];
+    const sim::ChannelSpec& spec = net.channel(ch.first, ch.second);
     std::vector<planner::CommSample> xs;
     xs.reserve(samples.size());
     for (const auto& x : samples) xs.push_back({x.time_s, x.bytes, x.duration_s});
@@ -140,10 +141,13 @@ std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vec
     if (!rate)
       throw InputError(fmt::format("{}: channel {} -> {}: the last {} samples move no bytes; no rate to plan with",
                                    source[ch], ch.first, ch.second, w.used));
-    spec.unlimited = false;
-    spec.rate = sim::RateTrace::constant(*rate);
+    measured[ch] = *rate;
     out.push_back({ch.first, ch.second, w.used, *rate});
   }
+  net.rewrite_channels([&](sim::ChannelSpec& c) {
+    if (const auto it = measured.find({c.from, c.to}); it != measured.end())
+      c.set_rate(sim::RateTrace::constant(it->second));
+  });
   return out;
 }
 
@@ -223,7 +227,7 @@ int cmd_plan(int argc, char** argv) {
   if (vm.count("model")) {
     if (vm.count("pipeline")) throw InputError("--model: give either --pipeline or --model, not both");
     from_model = plan_from_model(vm, [&](int S) {
-      sim::Network n = sim::load_network(network_path, S, traces::rate_resolver());
+      sim::Network n = sim::load_network(network_path, S, traces::TraceRates());
       std::vector<planner::InputFile> scratch;
       if (vm.count("comm-profile"))
         apply_comm_profile(n, vm["comm-profile"].as<std::vector<std::string>>(), vm["window"].as<int>(), scratch);
@@ -238,7 +242,7 @@ int cmd_plan(int argc, char** argv) {
     pipeline = sim::load_pipeline(pipeline_path);
     inputs.push_back({"pipeline", pipeline_path, sha256_of(pipeline_path)});
   }
-  sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::rate_resolver());
+  sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::TraceRates());
   inputs.push_back({"network", network_path, sha256_of(network_path)});
   std::vector<ChannelProfile> profiled;
   if (vm.count("comm-profile"))

@@ -99,7 +99,7 @@ int cmd_simulate(int argc, char** argv) {
   if (iterations < 1) throw InputError(fmt::format("--iterations: must be >= 1, got {}", iterations));
 
   const Pipeline pipeline = load_pipeline(pipeline_path);
-  Network network = load_network(network_path, pipeline.num_stages(), traces::rate_resolver());
+  Network network = load_network(network_path, pipeline.num_stages(), traces::TraceRates());
   const auto params = pipeline.at(b);  // validates b before M is used
   const int M = pipeline.global_batch_size / b;
 

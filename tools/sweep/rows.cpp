@@ -27,42 +27,37 @@ Inputs::Inputs(const Study& study, std::span<const std::size_t> indices) : study
   std::vector<char> need_trace(study.traces.size(), 0);
   for (std::size_t i : indices) {
     const RunSpec& run = study.runs.at(i);
-    const bool traced = run.trace >= 0;
-    if (traced) need_trace[static_cast<std::size_t>(run.trace)] = 1;
+    if (run.trace >= 0) need_trace[static_cast<std::size_t>(run.trace)] = 1;
     const int stages = study.pipelines[static_cast<std::size_t>(run.pipeline)].pipeline.num_stages();
-    const bool known = std::any_of(networks_.begin(), networks_.end(), [&](const NetworkEntry& e) {
-      return e.network == run.network && e.stages == stages && e.traced == traced;
-    });
-    if (!known) networks_.push_back({run.network, stages, traced, std::nullopt, {}});
+    const bool known = std::any_of(networks_.begin(), networks_.end(),
+                                   [&](const NetworkEntry& e) { return e.network == run.network && e.stages == stages; });
+    if (!known) networks_.push_back({run.network, stages, std::nullopt, {}});
   }
 
   const fs::path dir = fs::path(study.source).parent_path();
   traces_.resize(study.traces.size());
   for (std::size_t t = 0; t < study.traces.size(); ++t)
-    if (need_trace[t]) traces_[t] = traces::resolve_rate(Field(study.traces[t].doc, study.source, "trace"), dir).rate;
+    if (need_trace[t])
+      traces_[t] = std::make_shared<const sim::RateTrace>(
+          traces::resolve_rate(Field(study.traces[t].doc, study.source, "trace"), dir).rate);
 
+  // Each network file is read once, then bound to each stage count it is used with.
+  std::vector<std::optional<sim::NetworkSpec>> specs(study.networks.size());
+  std::vector<std::string> spec_errors(study.networks.size());
   for (NetworkEntry& e : networks_) {
     if (e.network < 0) {  // the trace alone: every channel gets it, no latency
       e.net = sim::Network::uniform(e.stages, 1.0);
       e.net->source = study.source;
       continue;
     }
-    const NetworkInput& in = study.networks[static_cast<std::size_t>(e.network)];
+    const auto n = static_cast<std::size_t>(e.network);
+    const NetworkInput& in = study.networks[n];
     try {
-      if (e.traced) {
-        // The trace replaces every rate: read the rest (latency, capacity, speeds).
-        json doc = in.doc;
-        if (doc.is_object()) {
-          doc.erase("default");
-          if (doc.contains("channels") && doc["channels"].is_array())
-            for (json& c : doc["channels"])
-              if (c.is_object()) c.erase("rate");
-        }
-        e.net = sim::parse_network(doc, in.source, e.stages, traces::rate_resolver());
-      } else {
-        e.net = sim::parse_network(in.doc, in.source, e.stages, traces::rate_resolver());
-      }
+      if (!specs[n] && spec_errors[n].empty()) specs[n] = sim::parse_network_spec(in.doc, in.source, traces::TraceRates());
+      if (!specs[n]) throw InputError(spec_errors[n]);
+      e.net = specs[n]->bind(e.stages);
     } catch (const InputError& err) {
+      if (!specs[n]) spec_errors[n] = err.what();
       e.error = err.what();
     }
   }
@@ -76,16 +71,16 @@ Inputs::Inputs(const Study& study, std::span<const std::size_t> indices) : study
   }
 }
 
-const Inputs::NetworkEntry& Inputs::entry(int network, int stages, bool traced) const {
+const Inputs::NetworkEntry& Inputs::entry(int network, int stages) const {
   for (const NetworkEntry& e : networks_)
-    if (e.network == network && e.stages == stages && e.traced == traced) return e;
+    if (e.network == network && e.stages == stages) return e;
   throw std::logic_error("sweep: a run's network was not prepared");
 }
 
 sim::Scenario Inputs::scenario(const RunSpec& run) const {
   const sim::Pipeline& pipeline = study_->pipelines[static_cast<std::size_t>(run.pipeline)].pipeline;
   const int stages = pipeline.num_stages();
-  const NetworkEntry& e = entry(run.network, stages, run.trace >= 0);
+  const NetworkEntry& e = entry(run.network, stages);
   if (!e.net) throw InputError(e.error);
   const int b = run.micro_batch_size;
   pipeline.at(b, "micro_batch_size");  // b divides B and lies in every profile
@@ -96,13 +91,9 @@ sim::Scenario Inputs::scenario(const RunSpec& run) const {
                     "micro_batch_size {})",
                     *run.k, M, pipeline.global_batch_size, b));
   sim::Network net = *e.net;
-  if (run.trace >= 0) {
-    const sim::RateTrace& rate = *traces_[static_cast<std::size_t>(run.trace)];
-    for (auto* channels : {&net.forward, &net.backward})
-      for (sim::ChannelSpec& ch : *channels) {
-        ch.unlimited = false;
-        ch.rate = rate;
-      }
+  if (run.trace >= 0) {  // the trace replaces every rate
+    const sim::RatePtr& rate = traces_[static_cast<std::size_t>(run.trace)];
+    net.rewrite_channels([&](sim::ChannelSpec& ch) { ch.rate = rate; });
   }
   sim::Scenario sc =
       sim::make_scenario(pipeline, std::move(net), sim::make_named(run.schedule, stages, M, run.k), b, run.iterations);

@@ -29,7 +29,6 @@ constexpr std::string_view kParams[] = {"pipeline",   "network",          "trace
                                         "iterations", "micro_batch_size", "schedule", "k"};
 constexpr std::string_view kParamList =
     "pipeline, network, trace, trace.KEY, seed, schedule, k, micro_batch_size, iterations, start_time_s";
-constexpr std::string_view kSchedules[] = {"kfkb", "1f1b", "gpipe", "dapple-b"};
 
 bool is_trace_key(std::string_view name) { return name.size() > 6 && name.substr(0, 6) == "trace."; }
 
@@ -111,8 +110,8 @@ json check_value(const std::string& name, const Field& f) {
   if (name == "start_time_s") return f.non_negative();
   if (name == "schedule") {
     const std::string s = f.string();
-    if (std::find(std::begin(kSchedules), std::end(kSchedules), s) == std::end(kSchedules))
-      f.fail(fmt::format("unknown schedule '{}' (expected one of: {})", s, sim::kScheduleNames));
+    if (!sim::find_schedule_family(s))
+      f.fail(fmt::format("unknown schedule '{}' (expected one of: {})", s, sim::schedule_family_names()));
     return s;
   }
   f.fail(fmt::format("unknown parameter (expected one of: {})", kParamList));

@@ -93,17 +93,17 @@ class Inputs {
   sim::Scenario scenario(const RunSpec& run) const;
 
  private:
+  // A network bound to a number of stages (the spec is read once per network file).
   struct NetworkEntry {
     int network = -1, stages = 0;
-    bool traced = false;
     std::optional<sim::Network> net;  // absent: `error`
     std::string error;
   };
-  const NetworkEntry& entry(int network, int stages, bool traced) const;
+  const NetworkEntry& entry(int network, int stages) const;
 
   const Study* study_;
   std::vector<NetworkEntry> networks_;
-  std::vector<std::optional<sim::RateTrace>> traces_;  // by Study::traces index
+  std::vector<sim::RatePtr> traces_;  // by Study::traces index; shared by every run that uses one
 };
 
 // Nearest-rank percentile (p in (0, 100]) of the values: the smallest value with at least

@@ -1,5 +1,5 @@
-#include "engine.h"
-
+// The event engine: the run in time order, driven by one event list ordered by
+// (time, sequence) (docs/model.md §8).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,56 +8,13 @@
 
 #include <fmt/format.h>
 
-#include "dataflow.h"
-#include "error.h"
+#include "../error.h"
+#include "evaluator.h"
 #include "event_list.h"
-#include "levels.h"
-#include "program.h"
+#include "op_durations.h"
+#include "totals.h"
 
-namespace adagrouper::sim {
-
-Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule schedule,
-                       int micro_batch_size, int iterations) {
-  Scenario sc;
-  sc.pipeline_name = pipeline.name;
-  sc.stages = pipeline.at(micro_batch_size);
-  sc.global_batch_size = pipeline.global_batch_size;
-  sc.micro_batch_size = micro_batch_size;
-  if (iterations < 1) throw InputError(fmt::format("--iterations: must be >= 1, got {}", iterations));
-  sc.iterations = iterations;
-  sc.memory_limit_bytes = pipeline.memory_limit_bytes;
-  if (network.num_stages() != pipeline.num_stages())
-    throw InputError(fmt::format("{}: describes {} stages, {} has {}", network.source, network.num_stages(),
-                                 pipeline.source, pipeline.num_stages()));
-  validate_schedule(schedule, pipeline.num_stages(), sc.micro_batches(),
-                    schedule.name == "custom" ? std::string("schedule file") : "--schedule " + schedule.name);
-  sc.network = std::move(network);
-  sc.schedule = std::move(schedule);
-  return sc;
-}
-
-void set_op_timings(Scenario& sc, std::vector<OpTiming> timings, const std::string& source) {
-  const int S = sc.num_stages(), M = sc.micro_batches();
-  auto where = [&](const OpTiming& t) { return t.line > 0 ? fmt::format("{}:{}", source, t.line) : source; };
-  for (const OpTiming& t : timings) {
-    if (t.iteration < 0) throw InputError(fmt::format("{}: iteration {} is negative", where(t), t.iteration));
-    if (t.stage < 0 || t.stage >= S)
-      throw InputError(fmt::format("{}: stage {} does not exist (the pipeline has {} stages)", where(t), t.stage, S));
-    if (t.micro_batch < 0 || t.micro_batch >= M)
-      throw InputError(fmt::format("{}: micro_batch {} does not exist (M = {})", where(t), t.micro_batch, M));
-    if (!(t.duration_s >= 0) || !std::isfinite(t.duration_s))
-      throw InputError(fmt::format("{}: duration_s must be a finite number >= 0, got {}", where(t), t.duration_s));
-  }
-  auto key = [](const OpTiming& t) { return std::tuple(t.iteration, t.stage, t.micro_batch, t.phase); };
-  std::stable_sort(timings.begin(), timings.end(),
-                   [&](const OpTiming& a, const OpTiming& b) { return key(a) < key(b); });
-  for (std::size_t i = 1; i < timings.size(); ++i)
-    if (key(timings[i]) == key(timings[i - 1]))
-      throw InputError(fmt::format("{}: {} of stage {} in iteration {} is listed twice (also on line {})",
-                                   where(timings[i]), op_name({timings[i].phase, timings[i].micro_batch}),
-                                   timings[i].stage, timings[i].iteration, timings[i - 1].line));
-  sc.op_timings = std::move(timings);
-}
+namespace adagrouper::sim::eval {
 
 namespace {
 
@@ -87,8 +44,8 @@ struct ChannelState {
 
 class Engine {
  public:
-  Engine(const Scenario& sc, const SimOptions& opt)
-      : sc_(sc), prog_(build_program(sc)), S_(sc.num_stages()), record_(opt.timeline), durations_(sc_, prog_) {
+  Engine(const Scenario& sc, const Program& prog, const SimOptions& opt)
+      : sc_(sc), prog_(prog), S_(sc.num_stages()), record_(opt.timeline), durations_(sc_, prog_) {
     if (static_cast<std::uint64_t>(3) * S_ >= EventList::kMaxTargets)
       throw InputError(fmt::format("the pipeline has {} stages; the engine supports fewer than {}", S_,
                                    EventList::kMaxTargets / 3));
@@ -97,14 +54,14 @@ class Engine {
       auto& st = stages_[s];
       st.begin = prog_.stages[s].begin;
       st.end = prog_.stages[s].end;
-      st.speed = RateCursor(sc.network.speed[s]);
-      st.mem.cur = st.mem.peak = prog_.stages[s].static_bytes;
+      st.speed = RateCursor(sc.network.speed(s));
+      st.mem.cur = st.mem.peak = prog_.stages[s].memory.static_bytes;
     }
     channels_.resize(prog_.channels.size());
     events_ = EventList(static_cast<std::uint32_t>(stages_.size() + channels_.size()));
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ChannelSpec& spec = *prog_.channels[c].spec;
-      if (!spec.unlimited) channels_[c].rate = RateCursor(spec.rate);
+      if (!spec.unlimited()) channels_[c].rate = RateCursor(*spec.rate);
     }
     if (record_) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
@@ -151,7 +108,7 @@ class Engine {
     for (int s = 0; s < S_; ++s) {
       const auto& st = stages_[s];
       if (st.next != st.end) throw SimError(deadlock_report());
-      end = std::max(end, st.finished_at + sc_.stages[s].opt);
+      end = std::max(end, st.finished_at + sc_.model_stages[s].opt);
     }
     return end;
   }
@@ -267,11 +224,11 @@ class Engine {
     const ProgramStage& ps = prog_.stages[s];
     const double fwd_depth = ps.in[0] == kNoChannel ? 0.0 : channels_[ps.in[0]].queue.cur;
     const double bwd_depth = ps.in[1] == kNoChannel ? 0.0 : channels_[ps.in[1]].queue.cur;
-    const double value = stage_memory(ps, st.inflight.cur, fwd_depth, bwd_depth);
+    const double value = stage_memory(ps.memory, st.inflight.cur, fwd_depth, bwd_depth);
     const double before = st.mem.cur;
     const double at = st.mem.last_t;
     if (st.mem.set(now, value) && record_ && before != st.last_mem_recorded) {
-      timeline_.counters.push_back({static_cast<std::int32_t>(s), 0, -1, at, before});
+      timeline_.counters.push_back({static_cast<std::int32_t>(s), Counter::Memory, -1, at, before});
       st.last_mem_recorded = before;
     }
   }
@@ -283,7 +240,8 @@ class Engine {
     if (ch.queue.change(now, delta) && record_) {
       const ProgramChannel& pc = prog_.channels[c];
       auto& v = timeline_.counters;
-      v.push_back({static_cast<std::int32_t>(pc.receiver), 1, static_cast<std::int32_t>(pc.sender), at, before});
+      v.push_back({static_cast<std::int32_t>(pc.receiver), Counter::QueueDepth, static_cast<std::int32_t>(pc.sender), at,
+                   before});
     }
   }
 
@@ -348,7 +306,7 @@ class Engine {
       const auto& st = stages_[s];
       stages[s] = {st.busy_s, st.inflight.final_peak(), st.mem.final_peak()};
       if (record_ && st.mem.cur != st.last_mem_recorded)
-        timeline_.counters.push_back({s, 0, -1, st.mem.last_t, st.mem.cur});
+        timeline_.counters.push_back({s, Counter::Memory, -1, st.mem.last_t, st.mem.cur});
     }
     std::vector<ChannelTotals> channels(channels_.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
@@ -356,7 +314,7 @@ class Engine {
       channels[c] = {ch.busy_s, ch.queue.final_peak()};
       if (record_) {
         const auto& pc = prog_.channels[c];
-        timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), 1, static_cast<std::int32_t>(pc.sender),
+        timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), Counter::QueueDepth, static_cast<std::int32_t>(pc.sender),
                                       ch.queue.last_t, ch.queue.cur});
       }
     }
@@ -364,7 +322,7 @@ class Engine {
   }
 
   const Scenario& sc_;
-  Program prog_;
+  const Program& prog_;
   int S_;
   bool record_;
   int iteration_ = 0;
@@ -378,15 +336,9 @@ class Engine {
 
 }  // namespace
 
-SimResult simulate(const Scenario& scenario, const SimOptions& options) {
-  if (options.evaluator == Evaluator::Dataflow && options.timeline)
-    throw InputError("the dataflow evaluator records no timeline; use the event engine (or auto) with a timeline");
-  if (options.evaluator != Evaluator::Events && !options.timeline) {
-    if (auto r = simulate_dataflow(scenario)) return std::move(*r);
-    // It could not finish: the event engine finds where and says why (and throws).
-  }
-  Engine engine(scenario, options);
+std::optional<SimResult> run_event_engine(const Scenario& scenario, const Program& program, const SimOptions& options) {
+  Engine engine(scenario, program, options);
   return engine.run();
 }
 
-}  // namespace adagrouper::sim
+}  // namespace adagrouper::sim::eval

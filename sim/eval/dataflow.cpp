@@ -1,4 +1,4 @@
-// The dataflow evaluator: the execution model of SPEC section 3 computed without an
+// The dataflow evaluator: the execution model of docs/model.md §3 computed without an
 // event list (docs/model.md, "Two evaluators").
 //
 // Every time in the model is a maximum of times already known: an op starts at
@@ -17,18 +17,17 @@
 // the order of changes at one instant (levels.h). Tests check that on seeded random
 // scenarios. It records no timeline; deadlocks and rates that stay 0 forever are left
 // to the event engine, which reports them (simulate() runs it when this one gives up).
-#include "dataflow.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
-#include "levels.h"
-#include "program.h"
-#include "rate.h"
+#include "../rate.h"
+#include "evaluator.h"
+#include "op_durations.h"
+#include "totals.h"
 
-namespace adagrouper::sim {
+namespace adagrouper::sim::eval {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -61,20 +60,20 @@ struct ChannelRun {
 
 class Dataflow {
  public:
-  explicit Dataflow(const Scenario& sc)
-      : sc_(sc), prog_(build_program(sc)), S_(static_cast<std::uint32_t>(sc.num_stages())), durations_(sc_, prog_) {
+  Dataflow(const Scenario& sc, const Program& prog)
+      : sc_(sc), prog_(prog), S_(static_cast<std::uint32_t>(sc.num_stages())), durations_(sc_, prog_) {
     stages_.resize(S_);
     for (std::uint32_t s = 0; s < S_; ++s) {
       StageRun& st = stages_[s];
       st.begin = prog_.stages[s].begin;
       st.end = prog_.stages[s].end;
-      st.speed = RateCursor(sc.network.speed[s]);
-      st.levels.peak_memory = prog_.stages[s].static_bytes;
+      st.speed = RateCursor(sc.network.speed(s));
+      st.levels.peak_memory = prog_.stages[s].memory.static_bytes;
     }
     channels_.resize(prog_.channels.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ProgramChannel& pc = prog_.channels[c];
-      if (!pc.spec->unlimited) channels_[c].rate = RateCursor(pc.spec->rate);
+      if (!pc.spec->unlimited()) channels_[c].rate = RateCursor(*pc.spec->rate);
     }
     start_.resize(prog_.ops.size());
     end_.resize(prog_.ops.size());
@@ -140,7 +139,7 @@ class Dataflow {
     for (std::uint32_t s = 0; s < S_; ++s) {
       const StageRun& st = stages_[s];
       if (st.next != st.end) return false;  // stuck: a dependency cycle
-      end = std::max(end, st.free + sc_.stages[s].opt);
+      end = std::max(end, st.free + sc_.model_stages[s].opt);
     }
     return true;
   }
@@ -252,7 +251,7 @@ class Dataflow {
     double last_t = lv.last_t;
     auto settle = [&] {
       const double fd = f - used_f, bd = b - used_b, in = inflight;
-      lv.peak_memory = std::max(lv.peak_memory, stage_memory(ps, in, fd, bd));
+      lv.peak_memory = std::max(lv.peak_memory, stage_memory(ps.memory, in, fd, bd));
       lv.peak_inflight = std::max(lv.peak_inflight, in);
       lv.peak_fwd_depth = std::max(lv.peak_fwd_depth, fd);
       lv.peak_bwd_depth = std::max(lv.peak_bwd_depth, bd);
@@ -292,7 +291,7 @@ class Dataflow {
   }
 
   const Scenario& sc_;
-  Program prog_;
+  const Program& prog_;
   std::uint32_t S_;
   OpDurations durations_;
   double t0_ = 0;
@@ -306,9 +305,9 @@ class Dataflow {
 
 }  // namespace
 
-std::optional<SimResult> simulate_dataflow(const Scenario& scenario) {
-  Dataflow d(scenario);
+std::optional<SimResult> run_dataflow(const Scenario& scenario, const Program& program, const SimOptions&) {
+  Dataflow d(scenario, program);
   return d.run();
 }
 
-}  // namespace adagrouper::sim
+}  // namespace adagrouper::sim::eval

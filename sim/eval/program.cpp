@@ -1,6 +1,7 @@
+// Compiling a scenario into a Program.
 #include "program.h"
 
-namespace adagrouper::sim {
+namespace adagrouper::sim::eval {
 
 Program build_program(const Scenario& sc) {
   const int S = sc.num_stages();
@@ -28,11 +29,11 @@ Program build_program(const Scenario& sc) {
     ProgramChannel& ch = p.channels[c];
     ch.sender = static_cast<std::uint32_t>(fwd ? s : s + 1);
     ch.receiver = static_cast<std::uint32_t>(fwd ? s + 1 : s);
-    ch.spec = fwd ? &sc.network.forward[s] : &sc.network.backward[s];
-    ch.bytes = fwd ? sc.stages[s].out : sc.stages[s + 1].gout;
+    ch.spec = &sc.network.channel(static_cast<int>(ch.sender), static_cast<int>(ch.receiver));
+    ch.bytes = fwd ? sc.model_stages[s].out : sc.model_stages[s + 1].gout;
     ch.latency_s = ch.spec->latency_s;
     ch.capacity = static_cast<std::uint32_t>(ch.spec->capacity);
-    ch.unlimited = ch.spec->unlimited || ch.bytes == 0;
+    ch.unlimited = ch.spec->unlimited() || ch.bytes == 0;
     ch.first = static_cast<std::uint32_t>(p.producer.size());
     ch.count = static_cast<std::uint32_t>(M);
     const Phase ph = fwd ? Phase::Forward : Phase::Backward;
@@ -45,17 +46,17 @@ Program build_program(const Scenario& sc) {
   for (int s = 0; s < S; ++s) {
     ProgramStage& ps = p.stages[s];
     ps.begin = static_cast<std::uint32_t>(p.ops.size());
-    ps.nominal[0] = sc.stages[s].fwd;
-    ps.nominal[1] = sc.stages[s].bwd;
-    ps.static_bytes = sc.stages[s].static_bytes;
-    const RateTrace& speed = sc.network.speed[s];
+    ps.nominal[0] = sc.model_stages[s].fwd;
+    ps.nominal[1] = sc.model_stages[s].bwd;
+    ps.memory.static_bytes = sc.model_stages[s].static_bytes;
+    const RateTrace& speed = sc.network.speed(s);
     ps.unit_speed = speed.is_constant() && speed.values()[0] == 1.0;
-    ps.act = sc.stages[s].act;
+    ps.memory.act = sc.model_stages[s].act;
     ps.in[0] = s > 0 ? static_cast<std::uint32_t>(s - 1) : kNoChannel;
     ps.out[0] = s + 1 < S ? static_cast<std::uint32_t>(s) : kNoChannel;
     ps.in[1] = s + 1 < S ? static_cast<std::uint32_t>((S - 1) + s) : kNoChannel;
     ps.out[1] = s > 0 ? static_cast<std::uint32_t>((S - 1) + (s - 1)) : kNoChannel;
-    for (int d = 0; d < 2; ++d) ps.in_bytes[d] = ps.in[d] == kNoChannel ? 0.0 : p.channels[ps.in[d]].bytes;
+    for (int d = 0; d < 2; ++d) ps.memory.in_bytes[d] = ps.in[d] == kNoChannel ? 0.0 : p.channels[ps.in[d]].bytes;
     std::uint32_t nf = 0, nb = 0;
     for (const Op& op : sc.schedule.stages[s]) {
       ProgramOp o{};
@@ -75,4 +76,4 @@ Program build_program(const Scenario& sc) {
   return p;
 }
 
-}  // namespace adagrouper::sim
+}  // namespace adagrouper::sim::eval

@@ -1,6 +1,6 @@
-// A scenario compiled into flat arrays for the engine: every stage's ops in order and
-// every channel's messages in the order the receiver consumes them (SPEC: a channel is
-// a FIFO in the receiver's order). Internal to sim/.
+// A scenario compiled into flat arrays for the evaluators: every stage's ops in order
+// and every channel's messages in the order the receiver consumes them (docs/model.md
+// §3: a channel is a FIFO in the receiver's order). Internal to sim/.
 //
 // The arrays are kept small on purpose: the engine streams through them once per
 // iteration, 64 stages and 126 channels at a time in the large benchmarks, and their
@@ -11,9 +11,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine.h"
+#include "../accounting.h"
+#include "../scenario.h"
 
-namespace adagrouper::sim {
+namespace adagrouper::sim::eval {
 
 inline constexpr std::uint32_t kNoChannel = 0xffffffffu;
 
@@ -34,9 +35,7 @@ struct ProgramStage {
   // Indexed by ProgramOp::backward ([0] forward, [1] backward), so that choosing by an
   // op's phase is a load, not a branch: the phases of consecutive ops are data-dependent.
   double nominal[2];          // durations of F and B at nominal speed
-  double act;
-  double static_bytes;
-  double in_bytes[2];         // bytes of a message on in[0] / in[1] (0 without the channel)
+  MemoryTerms memory;         // static, act, and bytes of a message on in[0] / in[1] (0 without)
   std::uint32_t in[2];        // channels F / B consume from (or kNoChannel)
   std::uint32_t out[2];       // channels F / B send on (or kNoChannel)
   bool unit_speed;            // speed constant 1: an op takes its nominal duration
@@ -74,4 +73,4 @@ struct Program {
 
 Program build_program(const Scenario& scenario);
 
-}  // namespace adagrouper::sim
+}  // namespace adagrouper::sim::eval

@@ -7,10 +7,17 @@
 #include <boost/graph/depth_first_search.hpp>
 #include <fmt/format.h>
 
-#include "engine.h"
+#include "../simulate.h"
 #include "program.h"
 
 namespace adagrouper::sim {
+
+using eval::Program;
+using eval::ProgramStage;
+using eval::ProgramChannel;
+using eval::build_program;
+using eval::kNoChannel;
+using eval::ProgramOp;
 
 namespace {
 

@@ -1,6 +1,6 @@
-// The discrete-event engine: stages (compute streams) and channels (FIFO links with
-// latency, bandwidth trace and capacity) exchanging messages, driven by one event
-// list ordered by (time, sequence). See docs/model.md.
+// A scenario: everything one simulation needs (the stages' parameters, the network,
+// the schedule, the batch, how many iterations from when), already validated; and the
+// measured op durations of a stage timing trace.
 #pragma once
 
 #include <optional>
@@ -9,12 +9,10 @@
 
 #include "network.h"
 #include "pipeline.h"
-#include "result.h"
 #include "schedule.h"
 
 namespace adagrouper::sim {
 
-// Everything one simulation needs, already validated.
 // One measured op duration from a stage timing trace: the op takes `duration_s`
 // (nominal, still stretched by the stage's speed trace) instead of the profile's.
 struct OpTiming {
@@ -28,7 +26,7 @@ struct OpTiming {
 
 struct Scenario {
   std::string pipeline_name;
-  std::vector<StageParams> stages;
+  std::vector<StageParams> model_stages;  // the parameters at the run's micro-batch size, per stage
   Network network;
   Schedule schedule;
   int micro_batch_size = 1;
@@ -42,42 +40,18 @@ struct Scenario {
   // Set with set_op_timings, which validates them.
   std::vector<OpTiming> op_timings;
 
-  int num_stages() const { return static_cast<int>(stages.size()); }
+  int num_stages() const { return static_cast<int>(model_stages.size()); }
   int micro_batches() const { return global_batch_size / micro_batch_size; }
 };
 
 // Builds a scenario from a pipeline, a network and a schedule, checking that they
 // agree (stage counts, b divides B and lies in every profile, the order is complete).
-Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule schedule,
-                       int micro_batch_size, int iterations);
+Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule schedule, int micro_batch_size,
+                       int iterations);
 
 // Validates and installs measured op durations: stage, micro-batch and phase must exist
 // and each op of an iteration may be listed once; iterations beyond the run are
 // ignored. Errors name `source` and the entry's line.
 void set_op_timings(Scenario& scenario, std::vector<OpTiming> timings, const std::string& source);
-
-// How simulate() computes the times (docs/model.md, "Two evaluators"). Both give the
-// same numbers to the last bit; the event engine is the reference, the dataflow
-// evaluator is faster.
-enum class Evaluator {
-  Auto,      // dataflow, except with a timeline (only the event engine records one)
-  Events,    // the event engine: one event list ordered by (time, sequence)
-  Dataflow,  // stage by stage as far as inputs allow; the event engine reports errors
-};
-
-struct SimOptions {
-  bool timeline = false;  // record every op, transfer and counter change
-  Evaluator evaluator = Evaluator::Auto;
-};
-
-// Runs the scenario. Throws SimError when it cannot finish: a deadlock (naming, per
-// stuck stage, the op it waits for and what that op waits for) or a rate or speed
-// that stays 0 forever (naming the channel or stage).
-SimResult simulate(const Scenario& scenario, const SimOptions& options = {});
-
-// A dependency cycle in the scenario's ops and messages, as readable steps
-// ("stage 0 F1", "message 1 on 0->1", ...); empty when there is none. Built on
-// Boost.Graph: ops, messages, order edges, FIFO edges and capacity edges.
-std::vector<std::string> find_dependency_cycle(const Scenario& scenario);
 
 }  // namespace adagrouper::sim

@@ -1,0 +1,54 @@
+// Reading a custom schedule file.
+#include "schedule_file.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "error.h"
+#include "json_util.h"
+
+namespace adagrouper::sim {
+
+namespace {
+
+Op parse_op(const Field& f) {
+  if (f.json().is_string()) {
+    const std::string s = f.string();
+    if (s.size() >= 2 && (s[0] == 'F' || s[0] == 'B')) {
+      int m = -1;
+      auto [p, ec] = std::from_chars(s.data() + 1, s.data() + s.size(), m);
+      if (ec == std::errc() && p == s.data() + s.size() && m >= 0)
+        return {s[0] == 'F' ? Phase::Forward : Phase::Backward, m};
+    }
+    f.fail(fmt::format("op '{}' is not of the form F<m> or B<m>", s));
+  }
+  f.require_object();
+  const std::string kind = f.at("op").string();
+  if (kind != "forward" && kind != "backward") f.at("op").fail("must be \"forward\" or \"backward\"");
+  const auto m = f.at("micro_batch").integer_at_least(0);
+  return {kind == "forward" ? Phase::Forward : Phase::Backward, static_cast<std::int32_t>(m)};
+}
+
+}  // namespace
+
+Schedule load_schedule_file(const std::filesystem::path& path, int S, int M) {
+  const auto doc = read_json_file(path);
+  Field root(doc, path.string());
+  root.require_object();
+  Schedule sch;
+  sch.spec = ScheduleSpec::custom();
+  sch.k = 0;
+  Field stages = root.at("stages");
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    Field ops = stages.at(s);
+    std::vector<Op> order;
+    order.reserve(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) order.push_back(parse_op(ops.at(i)));
+    sch.stages.push_back(std::move(order));
+  }
+  validate_schedule(sch, S, M, path.string());
+  return sch;
+}
+
+}  // namespace adagrouper::sim

@@ -1,0 +1,51 @@
+// Running a scenario: the options of a run, the choice of evaluator, and the static
+// deadlock check of custom orders.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "result.h"
+#include "scenario.h"
+
+namespace adagrouper::sim {
+
+// How simulate() computes the times (docs/model.md, "Two evaluators"). Every evaluator
+// gives the same numbers to the last bit; they differ in speed and in what they record.
+enum class Evaluator {
+  Auto,      // dataflow, except with a timeline (only the event engine records one)
+  Events,    // the event engine: one event list ordered by (time, sequence)
+  Dataflow,  // stage by stage as far as inputs allow; the event engine reports errors
+};
+
+struct EvaluatorChoice {
+  Evaluator id;
+  std::string_view name;  // as --evaluator takes it
+  std::string_view help;
+};
+// auto, events, dataflow, with one line each for --help.
+std::span<const EvaluatorChoice> evaluator_choices();
+// The choice named `name`; InputError naming `option` otherwise.
+Evaluator parse_evaluator(std::string_view name, std::string_view option = "--evaluator");
+// "auto, events or dataflow".
+std::string evaluator_names();
+
+struct SimOptions {
+  bool timeline = false;  // record every op, transfer and counter change
+  Evaluator evaluator = Evaluator::Auto;
+};
+
+// Runs the scenario. Throws SimError when it cannot finish: a deadlock (naming, per
+// stuck stage, the op it waits for and what that op waits for) or a rate or speed
+// that stays 0 forever (naming the channel or stage). InputError when the options
+// contradict each other (a timeline from the dataflow evaluator).
+SimResult simulate(const Scenario& scenario, const SimOptions& options = {});
+
+// A dependency cycle in the scenario's ops and messages, as readable steps
+// ("stage 0 F1", "activation of micro-batch 1 on channel 0 -> 1", ...); empty when there
+// is none. Built on Boost.Graph: ops, messages, order edges, FIFO and capacity edges.
+std::vector<std::string> find_dependency_cycle(const Scenario& scenario);
+
+}  // namespace adagrouper::sim
