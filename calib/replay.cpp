@@ -265,7 +265,7 @@ sim::SimResult measured_result(const ReplayPlan& plan, const std::vector<StagePr
   const int W = m.warmup, N = m.iterations;
   sim::SimResult r;
   r.pipeline = plan.pipeline;
-  r.schedule = plan.schedule;
+  r.spec = sim::ScheduleSpec::named(plan.schedule, plan.schedule == "kfkb" ? std::optional<int>(plan.k) : std::nullopt);
   r.k = plan.k;
   r.micro_batch_size = plan.micro_batch_size;
   r.micro_batches = plan.micro_batches;

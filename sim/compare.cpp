@@ -7,12 +7,13 @@
 
 #include "error.h"
 #include "json_util.h"
+#include "schedule.h"
 
 namespace adagrouper::sim {
 
 std::string Summary::label() const {
-  if (schedule == "kfkb") return fmt::format("kfkb k={} b={}", k, micro_batch_size);
-  return fmt::format("{} b={}", schedule, micro_batch_size);
+  const ScheduleSpec spec = ScheduleSpec::named(schedule, schedule == "kfkb" ? std::optional<int>(k) : std::nullopt);
+  return spec.label(micro_batch_size);
 }
 
 Summary parse_summary(const nlohmann::json& doc, const std::string& source) {

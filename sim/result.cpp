@@ -31,7 +31,7 @@ bool SimResult::fits_memory() const {
 nlohmann::ordered_json summary_json(const SimResult& r) {
   nlohmann::ordered_json j;
   j["pipeline"] = r.pipeline;
-  j["schedule"] = r.schedule;
+  j["schedule"] = r.spec.family;
   j["k"] = r.k;
   j["micro_batch_size"] = r.micro_batch_size;
   j["micro_batches"] = r.micro_batches;
@@ -91,7 +91,7 @@ std::string human_bytes(double b) {
 
 std::string summary_text(const SimResult& r) {
   std::string out;
-  const std::string sched = r.schedule == "kfkb" ? fmt::format("kfkb k={}", r.k) : r.schedule;
+  const std::string sched = r.spec.label();
   out += fmt::format("{}: {} | S={} stages, b={}, M={} micro-batches, B={}, {} iteration{}\n", r.pipeline, sched,
                      r.num_stages, r.micro_batch_size, r.micro_batches, r.global_batch_size, r.iterations,
                      r.iterations == 1 ? "" : "s");

@@ -57,7 +57,7 @@ struct Timeline {
 struct SimResult {
   // What was run.
   std::string pipeline;
-  std::string schedule;
+  ScheduleSpec spec;          // the schedule that was run
   int k = 0;                  // group size (custom orders: 0)
   int micro_batch_size = 0;
   int micro_batches = 0;

@@ -7,7 +7,7 @@ void fill_result(const Scenario& sc, const Program& prog, double total, const st
                  const std::vector<ChannelTotals>& channels, SimResult& r) {
   const int S = sc.num_stages();
   r.pipeline = sc.pipeline_name;
-  r.schedule = sc.schedule.name();
+  r.spec = sc.schedule.spec;
   r.k = sc.schedule.k;
   r.micro_batch_size = sc.micro_batch_size;
   r.micro_batches = sc.micro_batches();

@@ -110,7 +110,7 @@ TEST(Deadlock, ValidCustomOrderSimulates) {
   const auto sc = sim::make_scenario(p, sim::Network::uniform(3, 1.0), sch, 1, 2);
   EXPECT_TRUE(sim::find_dependency_cycle(sc).empty());
   const auto r = sim::simulate(sc);
-  EXPECT_EQ(r.schedule, "custom");
+  EXPECT_EQ(r.spec.family, "custom");
   EXPECT_EQ(r.k, 0);
   const auto named = sim::simulate(
       sim::make_scenario(p, sim::Network::uniform(3, 1.0), sim::make_named("1f1b", 3, 2, std::nullopt), 1, 2));
