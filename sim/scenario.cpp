@@ -24,8 +24,8 @@ Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule sched
   if (network.num_stages() != pipeline.num_stages())
     throw InputError(fmt::format("{}: describes {} stages, {} has {}", network.source, network.num_stages(),
                                  pipeline.source, pipeline.num_stages()));
-  validate_schedule(schedule, pipeline.num_stages(), sc.micro_batches(),
-                    schedule.spec.is_custom() ? std::string("schedule file") : "--schedule " + schedule.name());
+  normalize_schedule(schedule, pipeline.num_stages(), sc.micro_batches(),
+                     schedule.spec.is_custom() ? std::string("schedule file") : "--schedule " + schedule.name());
   sc.network = std::move(network);
   sc.schedule = std::move(schedule);
   return sc;

@@ -1,5 +1,6 @@
-// The registry of schedule families (schedule.h): one table row per family, and the
-// builders behind them.
+// The registry of schedule families (schedule.h): one table row per family, the
+// builders of the section-2 families, and make_schedule, which checks a spec against
+// its family and applies placement, split backward and W fill.
 #include <algorithm>
 #include <array>
 
@@ -13,20 +14,20 @@ namespace adagrouper::sim {
 std::vector<std::vector<Op>> grouped_orders(int S, int M, int k, const std::vector<int>& warmup_groups) {
   std::vector<std::vector<Op>> orders(S);
   const int G = (M + k - 1) / k;
-  auto group = [&](std::vector<Op>& ops, Phase ph, int g) {
-    for (int m = g * k; m < std::min((g + 1) * k, M); ++m) ops.push_back({ph, m});
-  };
   for (int s = 0; s < S; ++s) {
     auto& ops = orders[s];
+    auto group = [&](Phase ph, int g) {
+      for (int m = g * k; m < std::min((g + 1) * k, M); ++m) ops.push_back({ph, m, s});
+    };
     ops.reserve(2 * static_cast<std::size_t>(M));
     const int W = std::clamp(warmup_groups[s], 1, G);
     int next_f = 0, next_b = 0;
-    for (; next_f < W; ++next_f) group(ops, Phase::Forward, next_f);
+    for (; next_f < W; ++next_f) group(Phase::Forward, next_f);
     while (next_f < G) {
-      group(ops, Phase::Backward, next_b++);
-      group(ops, Phase::Forward, next_f++);
+      group(Phase::Backward, next_b++);
+      group(Phase::Forward, next_f++);
     }
-    while (next_b < G) group(ops, Phase::Backward, next_b++);
+    while (next_b < G) group(Phase::Backward, next_b++);
   }
   return orders;
 }
@@ -34,32 +35,83 @@ std::vector<std::vector<Op>> grouped_orders(int S, int M, int k, const std::vect
 namespace {
 
 // Group size k with the kFkB warm-up W_s = min(S - s, G).
-Schedule grouped(const ScheduleSpec& spec, int S, int M, int k) {
+Schedule grouped(int S, int M, int k) {
   const int G = (M + k - 1) / k;
   std::vector<int> w(S);
   for (int s = 0; s < S; ++s) w[s] = std::min(S - s, G);
-  return Schedule{spec, k, grouped_orders(S, M, k, w)};
+  return Schedule{{}, k, grouped_orders(S, M, k, w), {}};
 }
 
-Schedule build_kfkb(const ScheduleSpec& spec, int S, int M) { return grouped(spec, S, M, *spec.k); }
-Schedule build_1f1b(const ScheduleSpec& spec, int S, int M) { return grouped(spec, S, M, 1); }
-Schedule build_gpipe(const ScheduleSpec& spec, int S, int M) { return grouped(spec, S, M, M); }
+Schedule build_kfkb(const ScheduleSpec& spec, int S, int M) { return grouped(S, M, *spec.k); }
+Schedule build_1f1b(const ScheduleSpec&, int S, int M) { return grouped(S, M, 1); }
+Schedule build_gpipe(const ScheduleSpec&, int S, int M) { return grouped(S, M, M); }
 
 // DAPPLE policy B: k = 1 with a warm-up of W_s = min(2(S - s) - 1, M) micro-batches.
-Schedule build_dapple_b(const ScheduleSpec& spec, int S, int M) {
+Schedule build_dapple_b(const ScheduleSpec&, int S, int M) {
   std::vector<int> w(S);
   for (int s = 0; s < S; ++s) w[s] = std::min(2 * (S - s) - 1, M);
-  return Schedule{spec, 1, grouped_orders(S, M, 1, w)};
+  return Schedule{{}, 1, grouped_orders(S, M, 1, w), {}};
 }
 
+constexpr auto L = Placement::Loop;
+constexpr auto V = Placement::V;
+constexpr auto Whole = Backward::Whole;
+constexpr auto Split = Backward::Split;
+
 // clang-format off
-constexpr std::array<ScheduleFamily, 4> kFamilies{{
-  {"kfkb", "k forwards, then k backwards (Ada-Grouper); needs --k K, 1 <= K <= M", true, build_kfkb},
-  {"1f1b", "one forward, one backward (PipeDream-Flush, DAPPLE policy A): kfkb with k = 1", false, build_1f1b},
-  {"gpipe", "all forwards, then all backwards: kfkb with k = M", false, build_gpipe},
-  {"dapple-b", "1F1B with a warm-up of 2(S - s) - 1 forwards (DAPPLE policy B)", false, build_dapple_b},
-}};
+constexpr std::array kFamilies{
+  ScheduleFamily{"kfkb", "k forwards, then k backwards (Ada-Grouper); needs --k K, 1 <= K <= M", true, L, 1, Whole, build_kfkb},
+  ScheduleFamily{"1f1b", "one forward, one backward (PipeDream-Flush, DAPPLE policy A): kfkb with k = 1", false, L, 1, Whole, build_1f1b},
+  ScheduleFamily{"gpipe", "all forwards, then all backwards: kfkb with k = M", false, L, 1, Whole, build_gpipe},
+  ScheduleFamily{"dapple-b", "1F1B with a warm-up of 2(S - s) - 1 forwards (DAPPLE policy B)", false, L, 1, Whole, build_dapple_b},
+};
 // clang-format on
+
+void check_k(const ScheduleFamily& family, const ScheduleSpec& spec, int M) {
+  if (family.takes_k) {
+    if (!spec.k)
+      throw InputError(fmt::format("--k: the {} schedule needs a group size (--k K, 1 <= K <= M)", spec.family));
+    if (*spec.k < 1 || *spec.k > M)
+      throw InputError(fmt::format("--k: group size must be between 1 and M = {}, got {}", M, *spec.k));
+  } else if (spec.k) {
+    throw InputError(fmt::format("--k: only the kfkb schedule takes a group size, not {}", spec.family));
+  }
+}
+
+void check_backward_options(const ScheduleFamily& family, const ScheduleSpec& spec) {
+  const int v = spec.virtual_stages;
+  if (v < 1) throw InputError(fmt::format("--virtual-stages: must be >= 1, got {}", v));
+  if (family.virtual_stages != 0 && v != family.virtual_stages)
+    throw InputError(fmt::format("--virtual-stages: {} runs {} model stage{} per stage, got {}", spec.family,
+                                 family.virtual_stages, family.virtual_stages == 1 ? "" : "s", v));
+  if (spec.split_backward && family.backward == Split)
+    throw InputError(fmt::format("--split-backward: {} already splits every backward into I and W", spec.family));
+  const bool has_w = spec.split_backward || family.backward == Split;
+  if (spec.w_fill == WFill::Dynamic && !has_w)
+    throw InputError(fmt::format(
+        "--w-fill: dynamic W fill moves W ops, and {} lists whole backwards; add --split-backward", spec.family));
+  if (spec.max_pending_w && spec.w_fill != WFill::Dynamic)
+    throw InputError("--max-pending-w: applies with --w-fill dynamic only");
+  if (spec.max_pending_w && *spec.max_pending_w < 0)
+    throw InputError(fmt::format("--max-pending-w: must be >= 0, got {}", *spec.max_pending_w));
+}
+
+// Every B becomes I immediately followed by W; with dynamic W fill the W ops leave the order.
+void split_backwards(std::vector<std::vector<Op>>& orders, bool split, bool drop_w) {
+  for (auto& order : orders) {
+    std::vector<Op> out;
+    out.reserve(order.size() + (split ? order.size() / 2 : 0));
+    for (const Op& op : order) {
+      if (split && op.phase == Phase::Backward) {
+        out.push_back({Phase::BackwardInput, op.micro_batch, op.model_stage});
+        if (!drop_w) out.push_back({Phase::BackwardWeight, op.micro_batch, op.model_stage});
+      } else if (!(drop_w && op.phase == Phase::BackwardWeight)) {
+        out.push_back(op);
+      }
+    }
+    order = std::move(out);
+  }
+}
 
 }  // namespace
 
@@ -79,8 +131,15 @@ std::string schedule_family_names() {
 
 std::string schedule_families_help() {
   std::string out;
-  for (const ScheduleFamily& f : kFamilies) out += fmt::format("  {:<10} {}\n", f.name, f.help);
+  for (const ScheduleFamily& f : kFamilies) out += fmt::format("  {:<16} {}\n", f.name, f.help);
   return out;
+}
+
+std::vector<int> place_model_stages(Placement placement, int S, int v) {
+  std::vector<int> stage_of(static_cast<std::size_t>(S) * v);
+  for (int j = 0; j < S * v; ++j)
+    stage_of[j] = placement == Placement::Loop ? j % S : (j < S ? j : 2 * S - 1 - j);
+  return stage_of;
 }
 
 Schedule make_schedule(const ScheduleSpec& spec, int S, int M) {
@@ -88,15 +147,15 @@ Schedule make_schedule(const ScheduleSpec& spec, int S, int M) {
   if (!family)
     throw InputError(fmt::format("--schedule: unknown schedule '{}' (expected one of: {}, or --schedule-file)",
                                  spec.family, schedule_family_names()));
-  if (family->takes_k) {
-    if (!spec.k)
-      throw InputError(fmt::format("--k: the {} schedule needs a group size (--k K, 1 <= K <= M)", spec.family));
-    if (*spec.k < 1 || *spec.k > M)
-      throw InputError(fmt::format("--k: group size must be between 1 and M = {}, got {}", M, *spec.k));
-  } else if (spec.k) {
-    throw InputError(fmt::format("--k: only the kfkb schedule takes a group size, not {}", spec.family));
-  }
-  return family->build(spec, S, M);
+  check_k(*family, spec, M);
+  check_backward_options(*family, spec);
+  Schedule sch = family->build(spec, S, M);
+  sch.spec = spec;
+  const int v = spec.virtual_stages;
+  if (v > 1 || family->placement != Placement::Loop) sch.placement = place_model_stages(family->placement, S, v);
+  const bool dynamic = spec.w_fill == WFill::Dynamic;
+  if (spec.split_backward || dynamic) split_backwards(sch.stages, spec.split_backward, dynamic);
+  return sch;
 }
 
 Schedule make_named(std::string_view family, int S, int M, std::optional<int> k) {
