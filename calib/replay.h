@@ -8,8 +8,9 @@
 // and writes the same summary JSON and Perfetto timeline as `adagrouper simulate`, so
 // that `adagrouper compare` can hold the prediction against the measurement.
 //
-// This header has the parts that need no MPI (reading the plan, indexing the programs,
-// building the measured result), so that they are tested on their own.
+// This header has the parts that need no MPI, so that they are tested on their own:
+// reading the plan and indexing its programs (replay_plan.cpp), and turning the records
+// into a result (replay_result.cpp). replay_run.cpp runs it under MPI.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +32,8 @@ struct ReplayPlan {
   int stages = 0;
   int global_batch_size = 0;
   std::optional<double> memory_limit_bytes;
-  std::string schedule;                     // kfkb, 1f1b, dapple-b, gpipe
-  int k = 0;
+  sim::ScheduleSpec spec;                   // the candidate's schedule (a named family)
+  int k = 0;                                // the group size results report (sim::Schedule::k)
   int micro_batch_size = 0;
   int micro_batches = 0;
   bool chosen = false;                      // the plan's chosen candidate
@@ -52,10 +53,10 @@ struct ReplayPlanOptions {
 // the field.
 ReplayPlan load_replay_plan(const std::string& plan_path, const ReplayPlanOptions& options);
 
-// One stage's program, indexed for execution: the compute ops in order, each with the
-// recv that brings its input and the send that carries its output, and the sends and
-// recvs in issue order.
-struct StageProgram {
+// One device's program from the plan (planner::DeviceProgram), indexed for the replay:
+// the compute ops in order, each with the recv that brings its input and the send that
+// carries its output, and the sends and recvs in issue order.
+struct IndexedProgram {
   struct Compute {
     sim::Op op;
     double duration_s = 0;   // nominal, from the profile
@@ -80,7 +81,7 @@ struct StageProgram {
 
 // Indexes stage s's program; throws InputError (naming the plan file, the stage and the
 // entry) when a compute op's input or output is missing, repeated or of the wrong size.
-StageProgram index_program(const ReplayPlan& plan, int stage);
+IndexedProgram index_program(const ReplayPlan& plan, int stage);
 
 // What one rank measured, in seconds on the aligned clock, for all iterations run
 // (warm-up included), flat: [iteration * count + index].
@@ -101,12 +102,14 @@ struct Measurements {
 
 // The measured run as a SimResult: iteration i (after the warm-up) runs from
 // boundaries[warmup + i] to boundaries[warmup + i + 1]; times are moved so that it
-// starts at start_time_s. Busy, bubble, optimizer time, in-flight micro-batches,
-// memory (static + activations in flight + arrived, unconsumed messages, from the
-// measured times), channel busy time and queue depth follow the simulator's
-// definitions. A transfer runs from max(its post, the end of the previous transfer on
-// its channel) to its arrival. With `timeline`, the Timeline as the simulator records it.
-sim::SimResult measured_result(const ReplayPlan& plan, const std::vector<StageProgram>& programs,
+// starts at start_time_s. Busy, bubble, optimizer time and channel busy time follow the
+// simulator's definitions. A transfer runs from max(its post, the end of the previous
+// transfer on its channel) to its arrival. In-flight micro-batches, receive-buffer
+// depths and memory are the simulator's own accounting (sim/accounting.h) of the
+// measured times: a micro-batch is in flight from its F's start to its B's end, a
+// message waits from its arrival until the op that consumes it starts. With `timeline`,
+// the Timeline as the simulator records it.
+sim::SimResult measured_result(const ReplayPlan& plan, const std::vector<IndexedProgram>& indexed,
                                const Measurements& m, bool timeline);
 
 // Checks that the records are those of the plan executed as written: on each stream the
@@ -114,12 +117,12 @@ sim::SimResult measured_result(const ReplayPlan& plan, const std::vector<StagePr
 // its input arrived and every transfer arrived after its send started (with the n-th
 // send of a channel paired with the receiver's n-th recv), within `tolerance_s` of
 // clock alignment. Returns the problems found (empty: none).
-std::vector<std::string> check_measurements(const std::vector<StageProgram>& programs, const Measurements& m,
+std::vector<std::string> check_measurements(const std::vector<IndexedProgram>& indexed, const Measurements& m,
                                             double tolerance_s);
 
 // The measured op durations as a stage timing trace (`simulate --stage-trace`):
 // iteration,stage,micro_batch,phase,duration_s for the measured iterations.
-std::string stage_trace_csv(const std::vector<StageProgram>& programs, const Measurements& m);
+std::string stage_trace_csv(const std::vector<IndexedProgram>& indexed, const Measurements& m);
 
 class Mpi;
 

@@ -1,5 +1,6 @@
 // `adagrouper-calib replay`: executing a plan's device programs on the backend's streams
 // (calib/backend.h) and measuring them (calib/replay.h, docs/fidelity.md).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -80,9 +81,7 @@ struct ReplayOptions {
   bool json = false;
 };
 
-// Throws InputError for an option that is wrong on its own; returns nullopt after --help.
-std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
-  po::options_description opts(kReplayHelp);
+void add_replay_options(po::options_description& opts) {
   // clang-format off
   opts.add_options()
     ("help,h", "show this help")
@@ -114,6 +113,12 @@ std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
        "write one JSON line per executed op (stage, iteration, kind, micro-batch, peer, bytes, start_s, end_s)")
     ("json", po::bool_switch(), "print the summary JSON on stdout instead of the human summary");
   // clang-format on
+}
+
+// Throws InputError for an option that is wrong on its own; returns nullopt after --help.
+std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
+  po::options_description opts(kReplayHelp);
+  add_replay_options(opts);
   po::variables_map vm;
   po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
   po::notify(vm);
@@ -189,16 +194,6 @@ double clock_offset(const Mpi& mpi, int rounds) {
   return offset;
 }
 
-// The events of one rank's run, made before anything is enqueued.
-struct EventSet {
-  std::vector<std::unique_ptr<Event>> op_start, op_end, send_start, send_end, recv_start, recv_end, iteration_end;
-};
-
-void make_events(Backend& be, std::vector<std::unique_ptr<Event>>& v, std::size_t n) {
-  v.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) v.push_back(be.create_event());
-}
-
 std::string pack(const RankRecord& r) {
   std::string out;
   auto put = [&](const std::vector<double>& v) {
@@ -229,48 +224,51 @@ RankRecord unpack(const std::string& s) {
   return r;
 }
 
-void write_raw(const std::string& path, const ReplayPlan& plan, const std::vector<StageProgram>& progs,
+// Counts the entries of one kind in one iteration of a program, as they are executed.
+struct EntryCursor {
+  std::size_t compute = 0, send = 0, recv = 0;
+};
+
+// The --raw line of entry `e` of stage s's program in iteration i (counted from the
+// first measured one); times from `origin`.
+nlohmann::ordered_json raw_line(const planner::ProgramEntry& e, std::size_t s, int iteration, std::size_t i,
+                                const IndexedProgram& p, const RankRecord& rec, EntryCursor& at, double origin) {
+  using K = planner::ProgramEntry::Kind;
+  nlohmann::ordered_json j;
+  j["stage"] = s;
+  j["iteration"] = iteration;
+  j["kind"] = e.kind == K::Forward ? "forward" : e.kind == K::Backward ? "backward" : e.kind == K::Send ? "send" : "recv";
+  j["micro_batch"] = e.micro_batch;
+  double a = 0, b = 0;
+  if (e.kind == K::Forward || e.kind == K::Backward) {
+    const std::size_t k = i * p.compute.size() + at.compute++;
+    a = rec.op_start[k], b = rec.op_end[k];
+  } else {
+    const bool send = e.kind == K::Send;
+    const auto& messages = send ? p.sends : p.recvs;
+    std::size_t& n = send ? at.send : at.recv;
+    const std::size_t k = i * messages.size() + n;
+    j["peer"] = e.peer;
+    j["tag"] = e.tag;
+    j["bytes"] = messages[n++].bytes;
+    a = send ? rec.send_post[k] : rec.recv_post[k];
+    b = send ? rec.send_done[k] : rec.recv_done[k];
+  }
+  j["start_s"] = a - origin;
+  j["end_s"] = b - origin;
+  return j;
+}
+
+// --raw: one JSON line per executed entry, warm-up included, stage by stage.
+void write_raw(const std::string& path, const ReplayPlan& plan, const std::vector<IndexedProgram>& indexed,
                const Measurements& m, double origin) {
   std::string out;
-  const int total = m.warmup + m.iterations;
-  for (std::size_t s = 0; s < progs.size(); ++s) {
-    const auto& p = progs[s];
-    const auto& rec = m.ranks[s];
-    const auto& entries = plan.programs[s].entries;
-    for (int i = 0; i < total; ++i) {
-      std::size_t c = 0, q = 0, r = 0;
-      for (const auto& e : entries) {
-        nlohmann::ordered_json j;
-        j["stage"] = s;
-        j["iteration"] = i - m.warmup;
-        double a = 0, b = 0;
-        using K = planner::ProgramEntry::Kind;
-        if (e.kind == K::Forward || e.kind == K::Backward) {
-          const std::size_t k = static_cast<std::size_t>(i) * p.compute.size() + c++;
-          j["kind"] = e.kind == K::Forward ? "forward" : "backward";
-          j["micro_batch"] = e.micro_batch;
-          a = rec.op_start[k], b = rec.op_end[k];
-        } else if (e.kind == K::Send) {
-          const std::size_t k = static_cast<std::size_t>(i) * p.sends.size() + q++;
-          j["kind"] = "send";
-          j["micro_batch"] = e.micro_batch;
-          j["peer"] = e.peer;
-          j["tag"] = e.tag;
-          j["bytes"] = p.sends[k % p.sends.size()].bytes;
-          a = rec.send_post[k], b = rec.send_done[k];
-        } else {
-          const std::size_t k = static_cast<std::size_t>(i) * p.recvs.size() + r++;
-          j["kind"] = "recv";
-          j["micro_batch"] = e.micro_batch;
-          j["peer"] = e.peer;
-          j["tag"] = e.tag;
-          j["bytes"] = p.recvs[k % p.recvs.size()].bytes;
-          a = rec.recv_post[k], b = rec.recv_done[k];
-        }
-        j["start_s"] = a - origin;
-        j["end_s"] = b - origin;
-        out += j.dump() + "\n";
-      }
+  for (std::size_t s = 0; s < indexed.size(); ++s) {
+    for (int i = 0; i < m.warmup + m.iterations; ++i) {
+      EntryCursor at;
+      for (const auto& e : plan.programs[s].entries)
+        out += raw_line(e, s, i - m.warmup, static_cast<std::size_t>(i), indexed[s], m.ranks[s], at, origin).dump() +
+               "\n";
     }
   }
   write_file_atomic(path, out);
@@ -318,152 +316,300 @@ class Links {
   std::unique_ptr<CpuReplayLinks> cpu_;
 };
 
-// Runs this rank's program and returns its records on the aligned clock.
-RankRecord run_rank(const Mpi& mpi, Watchdog& dog, Backend* be, const ReplayOptions& o, const ReplayPlan& plan,
-                    const StageProgram& p, double offset) {
-  const int S = plan.stages, s = mpi.rank();
-  const int total = o.warmup + o.iterations;
-  const bool cpu = be->kind() == BackendKind::cpu;
+// One rank's run of its program: the channels, streams and events it needs, all made
+// before anything is enqueued; then every iteration enqueued on the streams in the
+// program's issue order; then the events read as times on the aligned clock.
+class RankRun {
+ public:
+  RankRun(const Mpi& mpi, Watchdog& dog, Backend& be, const ReplayOptions& o, const ReplayPlan& plan,
+          const IndexedProgram& p)
+      : be_(be),
+        plan_(plan),
+        p_(p),
+        s_(mpi.rank()),
+        total_(static_cast<std::size_t>(o.warmup + o.iterations)),
+        peers_(static_cast<std::size_t>(plan.stages - 1)),
+        data_links_(be, mpi, dog, data_specs(plan.stages), largest_message(plan)),
+        done_links_(be, mpi, dog, control_specs(plan.stages), 16),
+        ready_links_(be, mpi, dog, control_specs(plan.stages), 16) {
+    make_streams(o.streams == "channel");
+    make_all_events();
+  }
 
-  // Channels: data 2x: x -> x+1 and 2x+1: x+1 -> x (a communicator each); control
-  // messages "iteration done" and "ready" from every stage r > 0 to stage 0 (spec r - 1).
-  std::vector<ChannelSpec> data, control_specs;
-  for (int x = 0; x + 1 < S; ++x) data.push_back({x, x + 1}), data.push_back({x + 1, x});
-  for (int x = 1; x < S; ++x) control_specs.push_back({x, 0});
-  std::size_t max_bytes = 16;
-  for (const auto& e : plan.programs)
-    for (const auto& x : e.entries)
-      max_bytes = std::max<std::size_t>(max_bytes, static_cast<std::size_t>(std::llround(x.bytes)));
-  Links data_links(*be, mpi, dog, data, max_bytes);
-  Links done_links(*be, mpi, dog, control_specs, 16);
-  Links ready_links(*be, mpi, dog, control_specs, 16);
+  // Runs every iteration; stage 0 starts the first not before `start_at` (Unix time).
+  // `offset` is this rank's clock minus rank 0's.
+  RankRecord run(const Mpi& mpi, std::optional<double> start_at, double offset) {
+    // The origin: every rank records it on its compute stream after a barrier.
+    auto origin = be_.create_event();
+    mpi.barrier();
+    compute_->record(*origin);
+    origin->synchronize();
+    const double origin_host = now_s() - offset;
+    if (s_ == 0) wait_for_start(start_at);
+    for (std::size_t i = 0; i < total_; ++i) enqueue_iteration(i);
+    if (s_ > 0) ready_links_.send(static_cast<std::size_t>(s_ - 1), *gate_, 16);
+    for (Stream* st : {compute_.get(), send_[0].get(), send_[1].get(), recv_[0].get(), recv_[1].get(), control_.get(),
+                       gate_.get()})
+      if (st) st->synchronize();
+    return records(*origin, origin_host);
+  }
+
+ private:
+  // Data channels 2x: x -> x+1 and 2x+1: x+1 -> x, a communicator each.
+  static std::vector<ChannelSpec> data_specs(int stages) {
+    std::vector<ChannelSpec> specs;
+    for (int x = 0; x + 1 < stages; ++x) specs.push_back({x, x + 1}), specs.push_back({x + 1, x});
+    return specs;
+  }
+  // Control messages ("iteration done", "ready") from every stage r > 0 to stage 0: spec r - 1.
+  static std::vector<ChannelSpec> control_specs(int stages) {
+    std::vector<ChannelSpec> specs;
+    for (int x = 1; x < stages; ++x) specs.push_back({x, 0});
+    return specs;
+  }
+  static std::size_t largest_message(const ReplayPlan& plan) {
+    std::size_t bytes = 16;
+    for (const auto& program : plan.programs)
+      for (const auto& e : program.entries)
+        bytes = std::max<std::size_t>(bytes, static_cast<std::size_t>(std::llround(e.bytes)));
+    return bytes;
+  }
   // The data spec of this rank's channel to / from the neighbour on a side.
-  auto out_spec = [&](int side) { return static_cast<std::size_t>(side == 1 ? 2 * s : 2 * (s - 1) + 1); };
-  auto in_spec = [&](int side) { return static_cast<std::size_t>(side == 1 ? 2 * s + 1 : 2 * (s - 1)); };
+  std::size_t out_spec(int side) const { return static_cast<std::size_t>(side == 1 ? 2 * s_ : 2 * (s_ - 1) + 1); }
+  std::size_t in_spec(int side) const { return static_cast<std::size_t>(side == 1 ? 2 * s_ + 1 : 2 * (s_ - 1)); }
+  // --streams plan: one send and one recv stream; channel: one per side.
+  Stream& send_on(int side) { return send_[1] && side == 1 ? *send_[1] : *send_[0]; }
+  Stream& recv_on(int side) { return recv_[1] && side == 1 ? *recv_[1] : *recv_[0]; }
 
-  auto compute = be->create_stream();
-  std::unique_ptr<Stream> send_streams[2], recv_streams[2];
-  send_streams[0] = be->create_stream();
-  recv_streams[0] = be->create_stream();
-  if (o.streams == "channel") {
-    send_streams[1] = be->create_stream();
-    recv_streams[1] = be->create_stream();
-  }
-  auto send_on = [&](int side) -> Stream& { return send_streams[1] && side == 1 ? *send_streams[1] : *send_streams[0]; };
-  auto recv_on = [&](int side) -> Stream& { return recv_streams[1] && side == 1 ? *recv_streams[1] : *recv_streams[0]; };
-  auto control = be->create_stream();
-  auto gate = be->create_stream();
-  auto busy = [&](double seconds) {
-    if (cpu) {
-      compute->submit(cpu_compute_task(seconds));
-    } else {
-      compute->busy(seconds);
+  void make_streams(bool per_channel) {
+    compute_ = be_.create_stream();
+    send_[0] = be_.create_stream();
+    recv_[0] = be_.create_stream();
+    if (per_channel) {
+      send_[1] = be_.create_stream();
+      recv_[1] = be_.create_stream();
     }
-  };
-
-  const std::size_t nops = p.compute.size(), ns = p.sends.size(), nr = p.recvs.size();
-  const std::size_t peers = control_specs.size();
-  EventSet ev;
-  make_events(*be, ev.op_start, nops * total);
-  make_events(*be, ev.op_end, nops * total);
-  make_events(*be, ev.send_start, ns * total);
-  make_events(*be, ev.send_end, ns * total);
-  make_events(*be, ev.recv_start, nr * total);
-  make_events(*be, ev.recv_end, nr * total);
-  make_events(*be, ev.iteration_end, static_cast<std::size_t>(total));
-  std::vector<std::unique_ptr<Event>> done_ev, ready_ev;
-  if (s == 0) {
-    make_events(*be, done_ev, static_cast<std::size_t>(total) * peers);
-    make_events(*be, ready_ev, peers);
+    control_ = be_.create_stream();
+    gate_ = be_.create_stream();
   }
-  auto origin = be->create_event();
-  const double opt = plan.params[static_cast<std::size_t>(s)].opt;
 
-  // The origin: every rank records it on its compute stream after a barrier.
-  mpi.barrier();
-  compute->record(*origin);
-  origin->synchronize();
-  const double origin_host = now_s() - offset;
+  void make_events(std::vector<std::unique_ptr<Event>>& v, std::size_t n) {
+    v.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) v.push_back(be_.create_event());
+  }
+  void make_all_events() {
+    make_events(op_start_, p_.compute.size() * total_);
+    make_events(op_end_, p_.compute.size() * total_);
+    make_events(send_start_, p_.sends.size() * total_);
+    make_events(send_end_, p_.sends.size() * total_);
+    make_events(recv_start_, p_.recvs.size() * total_);
+    make_events(recv_end_, p_.recvs.size() * total_);
+    make_events(iteration_end_, total_);
+    if (s_ == 0) {
+      make_events(done_, total_ * peers_);
+      make_events(ready_, peers_);
+    }
+  }
+
+  // A compute op of `seconds` on the compute stream (cpu: the replay's own task).
+  void busy(double seconds) {
+    if (be_.kind() == BackendKind::cpu) {
+      compute_->submit(cpu_compute_task(seconds));
+    } else {
+      compute_->busy(seconds);
+    }
+  }
 
   // Stage 0 starts when every rank has enqueued its work, and not before --start-at.
-  if (s == 0 && o.start_at) {
-    const double wait = *o.start_at - unix_time_now();
-    if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-  }
-  if (s == 0) {
-    for (std::size_t r = 0; r < peers; ++r) {
-      ready_links.recv(r, *gate, 16);
-      gate->record(*ready_ev[r]);
+  void wait_for_start(std::optional<double> start_at) {
+    if (start_at) {
+      const double wait = *start_at - unix_time_now();
+      if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
     }
-    for (auto& e : ready_ev) compute->wait(*e);
+    for (std::size_t r = 0; r < peers_; ++r) {
+      ready_links_.recv(r, *gate_, 16);
+      gate_->record(*ready_[r]);
+    }
+    for (auto& e : ready_) compute_->wait(*e);
   }
-  const auto& entries = plan.programs[static_cast<std::size_t>(s)].entries;
-  using K = planner::ProgramEntry::Kind;
-  for (int i = 0; i < total; ++i) {
-    const std::size_t io = static_cast<std::size_t>(i);
-    if (s == 0 && i > 0)
-      for (std::size_t r = 0; r < peers; ++r) compute->wait(*done_ev[(io - 1) * peers + r]);
+
+  void enqueue_iteration(std::size_t i) {
+    using K = planner::ProgramEntry::Kind;
+    // Stage 0 starts an iteration when every stage has finished the previous one.
+    if (s_ == 0 && i > 0)
+      for (std::size_t r = 0; r < peers_; ++r) compute_->wait(*done_[(i - 1) * peers_ + r]);
     std::size_t c = 0, q = 0, rv = 0;
-    for (const auto& e : entries) {
+    for (const auto& e : plan_.programs[static_cast<std::size_t>(s_)].entries) {
       if (e.kind == K::Recv) {
-        const std::size_t k = io * nr + rv;
-        const auto& msg = p.recvs[rv++];
-        Stream& st = recv_on(msg.side);
-        st.record(*ev.recv_start[k]);
-        data_links.recv(in_spec(msg.side), st, msg.bytes);
-        st.record(*ev.recv_end[k]);
+        enqueue_recv(i, rv++);
       } else if (e.kind == K::Send) {
-        const std::size_t k = io * ns + q;
-        const auto& msg = p.sends[q++];
-        Stream& st = send_on(msg.side);
-        st.wait(*ev.op_end[io * nops + static_cast<std::size_t>(msg.compute)]);
-        st.record(*ev.send_start[k]);
-        data_links.send(out_spec(msg.side), st, msg.bytes);
-        st.record(*ev.send_end[k]);
+        enqueue_send(i, q++);
       } else {
-        const std::size_t k = io * nops + c;
-        const auto& op = p.compute[c++];
-        if (op.input >= 0) compute->wait(*ev.recv_end[io * nr + static_cast<std::size_t>(op.input)]);
-        compute->record(*ev.op_start[k]);
-        busy(op.duration_s);
-        compute->record(*ev.op_end[k]);
+        enqueue_compute(i, c++);
       }
     }
+    end_iteration(i);
+  }
+
+  void enqueue_recv(std::size_t i, std::size_t rv) {
+    const std::size_t k = i * p_.recvs.size() + rv;
+    const auto& msg = p_.recvs[rv];
+    Stream& st = recv_on(msg.side);
+    st.record(*recv_start_[k]);
+    data_links_.recv(in_spec(msg.side), st, msg.bytes);
+    st.record(*recv_end_[k]);
+  }
+
+  void enqueue_send(std::size_t i, std::size_t q) {
+    const std::size_t k = i * p_.sends.size() + q;
+    const auto& msg = p_.sends[q];
+    Stream& st = send_on(msg.side);
+    st.wait(*op_end_[i * p_.compute.size() + static_cast<std::size_t>(msg.compute)]);
+    st.record(*send_start_[k]);
+    data_links_.send(out_spec(msg.side), st, msg.bytes);
+    st.record(*send_end_[k]);
+  }
+
+  void enqueue_compute(std::size_t i, std::size_t c) {
+    const std::size_t k = i * p_.compute.size() + c;
+    const auto& op = p_.compute[c];
+    if (op.input >= 0) compute_->wait(*recv_end_[i * p_.recvs.size() + static_cast<std::size_t>(op.input)]);
+    compute_->record(*op_start_[k]);
+    busy(op.duration_s);
+    compute_->record(*op_end_[k]);
+  }
+
+  // The optimizer step, then stage 0 hears from every other stage that it is done.
+  void end_iteration(std::size_t i) {
+    const double opt = plan_.params[static_cast<std::size_t>(s_)].opt;
     if (opt > 0) busy(opt);
-    compute->record(*ev.iteration_end[io]);
-    if (s > 0) {
-      control->wait(*ev.iteration_end[io]);
-      done_links.send(static_cast<std::size_t>(s - 1), *control, 16);
-    } else {
-      for (std::size_t r = 0; r < peers; ++r) {
-        done_links.recv(r, *control, 16);
-        control->record(*done_ev[io * peers + r]);
-      }
+    compute_->record(*iteration_end_[i]);
+    if (s_ > 0) {
+      control_->wait(*iteration_end_[i]);
+      done_links_.send(static_cast<std::size_t>(s_ - 1), *control_, 16);
+      return;
+    }
+    for (std::size_t r = 0; r < peers_; ++r) {
+      done_links_.recv(r, *control_, 16);
+      control_->record(*done_[i * peers_ + r]);
     }
   }
-  if (s > 0) ready_links.send(static_cast<std::size_t>(s - 1), *gate, 16);
 
-  for (Stream* st : {compute.get(), send_streams[0].get(), send_streams[1].get(), recv_streams[0].get(),
-                     recv_streams[1].get(), control.get(), gate.get()})
-    if (st) st->synchronize();
+  RankRecord records(const Event& origin, double origin_host) const {
+    RankRecord rec;
+    auto times = [&](const std::vector<std::unique_ptr<Event>>& v, std::vector<double>& out) {
+      out.reserve(v.size());
+      for (const auto& e : v) out.push_back(origin_host + e->seconds_since(origin));
+    };
+    times(op_start_, rec.op_start);
+    times(op_end_, rec.op_end);
+    times(send_start_, rec.send_post);
+    times(send_end_, rec.send_done);
+    times(recv_start_, rec.recv_post);
+    times(recv_end_, rec.recv_done);
+    times(iteration_end_, rec.iteration_end);
+    return rec;
+  }
 
-  RankRecord rec;
-  auto times = [&](const std::vector<std::unique_ptr<Event>>& v, std::vector<double>& outv) {
-    outv.reserve(v.size());
-    for (const auto& e : v) outv.push_back(origin_host + e->seconds_since(*origin));
-  };
-  times(ev.op_start, rec.op_start);
-  times(ev.op_end, rec.op_end);
-  times(ev.send_start, rec.send_post);
-  times(ev.send_end, rec.send_done);
-  times(ev.recv_start, rec.recv_post);
-  times(ev.recv_end, rec.recv_done);
-  times(ev.iteration_end, rec.iteration_end);
-  return rec;
+  Backend& be_;
+  const ReplayPlan& plan_;
+  const IndexedProgram& p_;
+  const int s_;               // this rank's stage
+  const std::size_t total_;   // iterations, warm-up included
+  const std::size_t peers_;   // the stages that report to stage 0
+  Links data_links_, done_links_, ready_links_;
+  std::unique_ptr<Stream> compute_, send_[2], recv_[2], control_, gate_;
+  // Per iteration, flat: [iteration * count + index]; done_ and ready_ on stage 0 only.
+  std::vector<std::unique_ptr<Event>> op_start_, op_end_, send_start_, send_end_, recv_start_, recv_end_,
+      iteration_end_, done_, ready_;
+};
+
+// Rank 0's view of the run: every rank's records, and the iteration boundaries T_i.
+// `unix_minus_clock` ties rank 0's clock to Unix time, for --time-origin.
+Measurements gather_measurements(const ReplayOptions& o, const std::vector<std::string>& blobs,
+                                 double unix_minus_clock) {
+  Measurements m;
+  m.warmup = o.warmup;
+  m.iterations = o.iterations;
+  for (const auto& blob : blobs) m.ranks.push_back(unpack(blob));
+  m.boundaries.push_back(m.ranks[0].op_start.front());
+  for (int i = 0; i < o.warmup + o.iterations; ++i) {
+    double end = 0;
+    for (const auto& r : m.ranks) end = std::max(end, r.iteration_end[static_cast<std::size_t>(i)]);
+    m.boundaries.push_back(end);
+  }
+  const double t0 = m.boundaries[static_cast<std::size_t>(o.warmup)];
+  if (o.time_origin) m.start_time_s = t0 + unix_minus_clock - *o.time_origin;
+  if (m.start_time_s < 0)
+    throw InputError(fmt::format("--time-origin: {} is after the measured run started (start_time_s {})",
+                                 *o.time_origin, m.start_time_s));
+  return m;
 }
 
+// How the clocks of the ranks were aligned, for the report.
+struct ClockAlignment {
+  double offset = 0;        // this rank's clock minus rank 0's, as applied to its records
+  double worst_offset = 0;  // the largest estimated offset of any rank
+  bool one_host = false;    // every rank on one host: one clock, nothing applied
+};
 
-int replay(const Mpi& mpi, const ReplayOptions& o, const ReplayPlan& plan, const std::vector<StageProgram>& progs);
+ClockAlignment align_clocks(const Mpi& mpi) {
+  ClockAlignment c;
+  const double offset = clock_offset(mpi, 16);
+  // On one host the clocks are the same clock: the estimate only measures its own error.
+  c.one_host = mpi.id().local_size == mpi.size();
+  c.offset = c.one_host ? 0.0 : offset;
+  c.worst_offset = mpi.max(std::abs(offset));
+  return c;
+}
+
+// Rank 0: checks the records, writes the outputs and prints the summary. Returns the exit status.
+int report(const ReplayOptions& o, const ReplayPlan& plan, const std::vector<IndexedProgram>& indexed,
+           const Measurements& m, const ClockAlignment& clocks) {
+  const auto problems = check_measurements(indexed, m, clocks.one_host ? 1e-4 : 2 * clocks.worst_offset + 1e-4);
+  for (const auto& x : problems) std::cerr << "adagrouper-calib replay: warning: " << x << '\n';
+
+  const sim::SimResult result = measured_result(plan, indexed, m, !o.timeline.empty());
+  auto summary = sim::summary_json(result);
+  const double t0 = m.boundaries[static_cast<std::size_t>(m.warmup)];
+  if (!o.output.empty()) write_file_atomic(o.output, summary.dump(2) + "\n");
+  if (!o.timeline.empty()) write_file_atomic(o.timeline, sim::timeline_json(result));
+  if (!o.stage_trace.empty()) write_file_atomic(o.stage_trace, stage_trace_csv(indexed, m));
+  if (!o.raw.empty()) write_raw(o.raw, plan, indexed, m, t0 - m.start_time_s);
+  if (o.json) {
+    std::cout << summary.dump(2) << '\n';
+  } else {
+    std::cout << fmt::format("replay of {} ({} backend, {} streams, {} warm-up + {} measured iterations, clock offsets "
+                             "up to {:.1f} us{})\n",
+                             plan.source, o.backend, o.streams, o.warmup, o.iterations, 1e6 * clocks.worst_offset,
+                             clocks.one_host ? ", one host: not applied" : "");
+    std::cout << sim::summary_text(result);
+    if (plan.predicted_iteration_time_s)
+      std::cout << fmt::format("planner's prediction {:.6g} s per iteration: measured {:+.2f}%\n",
+                               *plan.predicted_iteration_time_s,
+                               100.0 * (result.mean_iteration_time_s() / *plan.predicted_iteration_time_s - 1.0));
+    if (!problems.empty()) std::cout << fmt::format("{} consistency problems (see stderr)\n", problems.size());
+  }
+  return problems.empty() ? 0 : 1;
+}
+
+// Every rank runs its program; rank 0 gathers the records and reports.
+int replay(const Mpi& mpi, const ReplayOptions& o, const ReplayPlan& plan, const std::vector<IndexedProgram>& indexed) {
+  Watchdog dog(mpi, o.timeout_s);
+  const ClockAlignment clocks = align_clocks(mpi);
+  // Created on every rank or on none (a rank without a GPU, say): then every rank stops
+  // here with status 2, and rank 0 says why, instead of the others waiting for it.
+  const std::unique_ptr<Backend> be =
+      make_backend_or_stop(o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu, "replay", mpi, dog);
+  if (!be) return 2;
+  RankRun rank(mpi, dog, *be, o, plan, indexed[static_cast<std::size_t>(mpi.rank())]);
+  const RankRecord mine = rank.run(mpi, o.start_at, clocks.offset);
+
+  const double unix_minus_clock = unix_time_now() - now_s();
+  const auto all = mpi.gather(pack(mine), 0);
+  if (mpi.rank() != 0) return 0;
+  return report(o, plan, indexed, gather_measurements(o, all, unix_minus_clock), clocks);
+}
 
 }  // namespace
 
@@ -472,7 +618,7 @@ int replay_main(const Mpi& mpi, int argc, char** argv) {
   // Bad input is found on every rank alike (they read the same files); rank 0 says it.
   ReplayOptions o;
   ReplayPlan plan;
-  std::vector<StageProgram> progs;
+  std::vector<IndexedProgram> indexed;
   std::string error;
   try {
     const auto parsed = parse(argc, argv, root);
@@ -482,7 +628,7 @@ int replay_main(const Mpi& mpi, int argc, char** argv) {
     if (plan.stages != mpi.size())
       throw InputError(fmt::format("{}: stages: the plan has {} stages, and this job runs {} ranks (mpirun -np {})",
                                    o.plan, plan.stages, mpi.size(), plan.stages));
-    for (int s = 0; s < plan.stages; ++s) progs.push_back(index_program(plan, s));
+    for (int s = 0; s < plan.stages; ++s) indexed.push_back(index_program(plan, s));
   } catch (const InputError& e) {
     error = e.what();
   } catch (const boost::program_options::error& e) {
@@ -493,7 +639,7 @@ int replay_main(const Mpi& mpi, int argc, char** argv) {
     return 2;
   }
   try {
-    return replay(mpi, o, plan, progs);
+    return replay(mpi, o, plan, indexed);
   } catch (const InputError& e) {
     // Found by rank 0 alone, after the run (the other ranks are done).
     std::cerr << "adagrouper-calib replay: " << e.what() << std::endl;
@@ -505,72 +651,5 @@ int replay_main(const Mpi& mpi, int argc, char** argv) {
     mpi.abort(1);
   }
 }
-
-namespace {
-
-int replay(const Mpi& mpi, const ReplayOptions& o, const ReplayPlan& plan, const std::vector<StageProgram>& progs) {
-  const bool root = mpi.rank() == 0;
-  Watchdog dog(mpi, o.timeout_s);
-  const double offset = clock_offset(mpi, 16);
-  // On one host the clocks are the same clock: the estimate only measures its own error.
-  const bool one_host = mpi.id().local_size == mpi.size();
-  const double applied = one_host ? 0.0 : offset;
-  const double worst_offset = mpi.max(std::abs(offset));
-  // Created on every rank or on none (a rank without a GPU, say): then every rank stops
-  // here with status 2, and rank 0 says why, instead of the others waiting for it.
-  const std::unique_ptr<Backend> be =
-      make_backend_or_stop(o.backend == "cuda" ? BackendKind::cuda : BackendKind::cpu, "replay", mpi, dog);
-  if (!be) return 2;
-  const RankRecord mine = run_rank(mpi, dog, be.get(), o, plan, progs[static_cast<std::size_t>(mpi.rank())], applied);
-
-  // Rank 0 also ties its clock to Unix time, for --time-origin.
-  const double unix_minus_clock = unix_time_now() - now_s();
-  const auto all = mpi.gather(pack(mine), 0);
-  if (!root) return 0;
-
-  Measurements m;
-  m.warmup = o.warmup;
-  m.iterations = o.iterations;
-  for (const auto& blob : all) m.ranks.push_back(unpack(blob));
-  const int total = o.warmup + o.iterations;
-  m.boundaries.push_back(m.ranks[0].op_start.front());
-  for (int i = 0; i < total; ++i) {
-    double end = 0;
-    for (const auto& r : m.ranks) end = std::max(end, r.iteration_end[static_cast<std::size_t>(i)]);
-    m.boundaries.push_back(end);
-  }
-  const double t0 = m.boundaries[static_cast<std::size_t>(o.warmup)];
-  if (o.time_origin) m.start_time_s = t0 + unix_minus_clock - *o.time_origin;
-  if (m.start_time_s < 0)
-    throw InputError(fmt::format("--time-origin: {} is after the measured run started (start_time_s {})",
-                                 *o.time_origin, m.start_time_s));
-
-  const auto problems = check_measurements(progs, m, one_host ? 1e-4 : 2 * worst_offset + 1e-4);
-  for (const auto& x : problems) std::cerr << "adagrouper-calib replay: warning: " << x << '\n';
-
-  const sim::SimResult result = measured_result(plan, progs, m, !o.timeline.empty());
-  auto summary = sim::summary_json(result);
-  if (!o.output.empty()) write_file_atomic(o.output, summary.dump(2) + "\n");
-  if (!o.timeline.empty()) write_file_atomic(o.timeline, sim::timeline_json(result));
-  if (!o.stage_trace.empty()) write_file_atomic(o.stage_trace, stage_trace_csv(progs, m));
-  if (!o.raw.empty()) write_raw(o.raw, plan, progs, m, t0 - m.start_time_s);
-  if (o.json) {
-    std::cout << summary.dump(2) << '\n';
-  } else {
-    std::cout << fmt::format("replay of {} ({} backend, {} streams, {} warm-up + {} measured iterations, clock offsets "
-                             "up to {:.1f} us{})\n",
-                             plan.source, o.backend, o.streams, o.warmup, o.iterations, 1e6 * worst_offset,
-                             one_host ? ", one host: not applied" : "");
-    std::cout << sim::summary_text(result);
-    if (plan.predicted_iteration_time_s)
-      std::cout << fmt::format("planner's prediction {:.6g} s per iteration: measured {:+.2f}%\n",
-                               *plan.predicted_iteration_time_s,
-                               100.0 * (result.mean_iteration_time_s() / *plan.predicted_iteration_time_s - 1.0));
-    if (!problems.empty()) std::cout << fmt::format("{} consistency problems (see stderr)\n", problems.size());
-  }
-  return problems.empty() ? 0 : 1;
-}
-
-}  // namespace
 
 }  // namespace adagrouper::calib

@@ -215,7 +215,7 @@ TEST_F(CompareCli, BadInput) {
 
 // What the replay would have recorded had the run gone exactly as simulated.
 calib::Measurements measurements_of(const sim::SimResult& r, const calib::ReplayPlan& plan,
-                                    const std::vector<calib::StageProgram>& progs) {
+                                    const std::vector<calib::IndexedProgram>& progs) {
   calib::Measurements m;
   m.warmup = 0;
   m.iterations = r.iterations;
@@ -273,7 +273,7 @@ calib::ReplayPlan plan_of(const sim::Pipeline& pipe, const sim::Schedule& sch, i
   plan.stages = pipe.num_stages();
   plan.global_batch_size = pipe.global_batch_size;
   plan.memory_limit_bytes = pipe.memory_limit_bytes;
-  plan.schedule = sch.name();
+  plan.spec = sch.spec;
   plan.k = sch.k;
   plan.micro_batch_size = b;
   plan.micro_batches = pipe.global_batch_size / b;
@@ -302,7 +302,7 @@ TEST(MeasuredResult, ReproducesTheSimulatorsDefinitions) {
     const int M = pipe.global_batch_size / b;
     sim::Schedule sch = sim::make_named(name, pipe.num_stages(), M, k);
     const calib::ReplayPlan plan = plan_of(pipe, sch, b);
-    std::vector<calib::StageProgram> progs;
+    std::vector<calib::IndexedProgram> progs;
     for (int s = 0; s < plan.stages; ++s) progs.push_back(calib::index_program(plan, s));
     sim::Scenario sc = sim::make_scenario(pipe, std::move(net), std::move(sch), b, 3);
     const sim::SimResult r = sim::simulate(sc, {.timeline = true});
@@ -350,7 +350,7 @@ TEST(MeasuredResult, OutOfOrderRecordsAreReported) {
   sim::Network net = sim::load_network(std::string(SOURCE_ROOT) + "/configs/examples/toy-net-0.5s.json", 4);
   sim::Schedule sch = sim::make_named("1f1b", 4, 8, std::nullopt);
   const auto plan = plan_of(pipe, sch, 1);
-  std::vector<calib::StageProgram> progs;
+  std::vector<calib::IndexedProgram> progs;
   for (int s = 0; s < 4; ++s) progs.push_back(calib::index_program(plan, s));
   sim::Scenario sc = sim::make_scenario(pipe, std::move(net), std::move(sch), 1, 1);
   auto m = measurements_of(sim::simulate(sc, {.timeline = true}), plan, progs);
@@ -376,7 +376,8 @@ TEST(ReplayPlan, ChosenAndOtherCandidates) {
   EXPECT_TRUE(chosen.chosen);
   EXPECT_EQ(chosen.stages, 2);
   const json doc = json::parse(clirunner::slurp(plan_path));
-  EXPECT_EQ(chosen.schedule, doc["chosen"]["schedule"]);
+  EXPECT_EQ(chosen.spec.family, doc["chosen"]["schedule"]);
+  EXPECT_EQ(chosen.k, doc["chosen"]["k"]);
   EXPECT_EQ(chosen.micro_batches, doc["chosen"]["micro_batches"]);
   ASSERT_EQ(chosen.programs.size(), 2u);
   EXPECT_EQ(chosen.programs[0].entries.size(), doc["devices"][0]["program"].size());
@@ -384,6 +385,12 @@ TEST(ReplayPlan, ChosenAndOtherCandidates) {
   for (std::size_t i = 0; i < doc["candidates"].size(); ++i) {
     const auto c = calib::load_replay_plan(plan_path.string(), {pipe, static_cast<int>(i)});
     EXPECT_EQ(c.chosen, doc["candidates"][i]["status"] == "chosen") << i;
+    // The spec carries k for the families that take one, and only for them.
+    EXPECT_EQ(c.spec.family, doc["candidates"][i]["schedule"]) << i;
+    EXPECT_EQ(c.spec.k.has_value(), sim::find_schedule_family(c.spec.family)->takes_k) << i;
+    if (c.spec.k) {
+      EXPECT_EQ(*c.spec.k, doc["candidates"][i]["k"]) << i;
+    }
     for (int s = 0; s < 2; ++s) EXPECT_EQ(calib::index_program(c, s).compute.size(), 2u * c.micro_batches);
   }
   EXPECT_THAT(testutil::input_error([&] { calib::load_replay_plan(plan_path.string(), {pipe, 99}); }),
