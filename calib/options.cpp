@@ -1,3 +1,5 @@
+// The command line of adagrouper-calib (calib/options.h): the modes' help texts and
+// option tables, and the checks of every option.
 #include "options.h"
 
 #include <cmath>
@@ -155,8 +157,11 @@ Example:
 
 Options)";
 
-void add_common(po::options_description& o, Options& opt, int warmup, int repeat) {
+// The options every mode has; `warmup` and `repeat` are the mode's defaults (repeat 0:
+// the mode has no --repeat).
+void add_common(po::options_description& o, const Options& opt, int warmup, int repeat) {
   const bool cuda = cuda_backend_built();
+  // clang-format off
   o.add_options()
     ("help,h", "print this help")
     ("backend", po::value<std::string>()->default_value(cuda ? "cuda" : "cpu"),
@@ -166,75 +171,68 @@ void add_common(po::options_description& o, Options& opt, int warmup, int repeat
      "seconds a transfer or synchronization may take before the job is aborted (0: never)")
     ("warmup,w", po::value<int>()->default_value(warmup), "untimed runs first")
     ("seed", po::value<std::uint64_t>()->default_value(opt.seed), "seed of the weights and inputs");
+  // clang-format on
   if (repeat > 0) o.add_options()("repeat,n", po::value<int>()->default_value(repeat), "timed runs (the median is kept)");
 }
 
-}  // namespace
+void add_stages_options(po::options_description& o, const Options& opt) {
+  add_common(o, opt, 2, 10);
+  // clang-format off
+  o.add_options()
+    ("stages", po::value<std::string>()->value_name("FILE"), "stage description (required)")
+    ("min-micro-batch,b", po::value<int>()->default_value(1), "smallest micro-batch size")
+    ("max-micro-batch,e", po::value<int>()->default_value(8), "largest micro-batch size")
+    ("factor,f", po::value<int>()->default_value(2), "each size is the previous one times this");
+  // clang-format on
+}
 
-std::optional<Options> parse_options(const std::vector<std::string>& args, std::ostream& help) {
-  if (args.empty()) throw InputError("no mode given: stages, p2p or bandwidth (see adagrouper-calib --help)");
-  Options opt;
-  const std::string& mode = args[0];
-  if (mode == "stages") {
-    opt.mode = Mode::stages;
-  } else if (mode == "p2p") {
-    opt.mode = Mode::p2p;
-  } else if (mode == "bandwidth") {
-    opt.mode = Mode::bandwidth;
-  } else {
-    throw InputError(fmt::format("unknown mode '{}': stages, p2p or bandwidth (see adagrouper-calib --help)", mode));
-  }
-  const char* header = nullptr;
-  po::options_description o;
+void add_p2p_options(po::options_description& o, const Options& opt) {
+  add_common(o, opt, 2, 0);
+  // clang-format off
+  o.add_options()
+    ("pipeline", po::value<std::string>()->value_name("FILE"), "message sizes from this pipeline file")
+    ("micro-batch-size", po::value<std::vector<int>>()->multitoken()->value_name("B ..."),
+     "with --pipeline: these micro-batch sizes (default: every size stage 0 profiles that all stages cover "
+     "and that divides the global batch)")
+    ("bytes", po::value<std::string>()->value_name("LIST"), "message sizes instead, e.g. 64M or 1M,16M")
+    ("duration", po::value<double>()->default_value(opt.duration_s), "recording window, seconds")
+    ("interval", po::value<double>()->default_value(opt.interval_s), "seconds between transfer starts (> 0)")
+    ("direction", po::value<std::string>()->default_value("both"),
+     "channels recorded: both (s -> s+1 and s+1 -> s, all at once), forward or backward")
+    ("contention", po::value<std::string>()->value_name("ON,OFF[,BYTES]"),
+     "background transfers on another communicator: ON seconds on, OFF seconds off");
+  // clang-format on
+}
+
+void add_bandwidth_options(po::options_description& o, const Options& opt) {
+  add_common(o, opt, 5, 0);
+  // clang-format off
+  o.add_options()
+    ("min-bytes,b", po::value<std::string>()->default_value("1K"), "smallest size (K, M, G: powers of 1024)")
+    ("max-bytes,e", po::value<std::string>()->default_value("64M"), "largest size")
+    ("factor,f", po::value<int>()->default_value(2), "each size is the previous one times this")
+    ("iters", po::value<int>()->default_value(opt.iters), "timed transfers per size");
+  // clang-format on
+}
+
+Mode mode_of(const std::string& name) {
+  if (name == "stages") return Mode::stages;
+  if (name == "p2p") return Mode::p2p;
+  if (name == "bandwidth") return Mode::bandwidth;
+  throw InputError(fmt::format("unknown mode '{}': stages, p2p or bandwidth (see adagrouper-calib --help)", name));
+}
+
+// The help header of a mode, and its options.
+const char* add_mode_options(po::options_description& o, const Options& opt) {
   switch (opt.mode) {
-    case Mode::stages:
-      header = kStagesHelp;
-      add_common(o, opt, 2, 10);
-      o.add_options()
-        ("stages", po::value<std::string>()->value_name("FILE"), "stage description (required)")
-        ("min-micro-batch,b", po::value<int>()->default_value(1), "smallest micro-batch size")
-        ("max-micro-batch,e", po::value<int>()->default_value(8), "largest micro-batch size")
-        ("factor,f", po::value<int>()->default_value(2), "each size is the previous one times this");
-      break;
-    case Mode::p2p:
-      header = kP2pHelp;
-      add_common(o, opt, 2, 0);
-      o.add_options()
-        ("pipeline", po::value<std::string>()->value_name("FILE"), "message sizes from this pipeline file")
-        ("micro-batch-size", po::value<std::vector<int>>()->multitoken()->value_name("B ..."),
-         "with --pipeline: these micro-batch sizes (default: every size stage 0 profiles that all stages cover "
-         "and that divides the global batch)")
-        ("bytes", po::value<std::string>()->value_name("LIST"), "message sizes instead, e.g. 64M or 1M,16M")
-        ("duration", po::value<double>()->default_value(opt.duration_s), "recording window, seconds")
-        ("interval", po::value<double>()->default_value(opt.interval_s), "seconds between transfer starts (> 0)")
-        ("direction", po::value<std::string>()->default_value("both"),
-         "channels recorded: both (s -> s+1 and s+1 -> s, all at once), forward or backward")
-        ("contention", po::value<std::string>()->value_name("ON,OFF[,BYTES]"),
-         "background transfers on another communicator: ON seconds on, OFF seconds off");
-      break;
-    case Mode::bandwidth:
-      header = kBandwidthHelp;
-      add_common(o, opt, 5, 0);
-      o.add_options()
-        ("min-bytes,b", po::value<std::string>()->default_value("1K"), "smallest size (K, M, G: powers of 1024)")
-        ("max-bytes,e", po::value<std::string>()->default_value("64M"), "largest size")
-        ("factor,f", po::value<int>()->default_value(2), "each size is the previous one times this")
-        ("iters", po::value<int>()->default_value(opt.iters), "timed transfers per size");
-      break;
+    case Mode::stages: add_stages_options(o, opt); return kStagesHelp;
+    case Mode::p2p: add_p2p_options(o, opt); return kP2pHelp;
+    case Mode::bandwidth: add_bandwidth_options(o, opt); return kBandwidthHelp;
   }
-  po::variables_map vm;
-  try {
-    std::vector<std::string> rest(args.begin() + 1, args.end());
-    po::store(po::command_line_parser(rest).options(o).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw InputError(fmt::format("{} (see adagrouper-calib {} --help)", e.what(), mode));
-  }
-  if (vm.count("help")) {
-    help << header << ":\n" << o << '\n';
-    return std::nullopt;
-  }
+  return "";
+}
 
+void read_common(const po::variables_map& vm, Options& opt) {
   const std::string backend = vm["backend"].as<std::string>();
   if (backend == "cpu") {
     opt.backend = BackendKind::cpu;
@@ -255,90 +253,133 @@ std::optional<Options> parse_options(const std::vector<std::string>& args, std::
     opt.repeat = vm["repeat"].as<int>();
     if (opt.repeat < 1 || opt.repeat > 100000) throw InputError(fmt::format("--repeat: must be 1 .. 100000, got {}", opt.repeat));
   }
+}
 
-  switch (opt.mode) {
-    case Mode::stages: {
-      if (!vm.count("stages")) throw InputError("--stages: missing (see adagrouper-calib stages --help)");
-      opt.stages_file = vm["stages"].as<std::string>();
-      const int b = vm["min-micro-batch"].as<int>(), e = vm["max-micro-batch"].as<int>(), f = vm["factor"].as<int>();
-      if (b < 1) throw InputError(fmt::format("--min-micro-batch: must be >= 1, got {}", b));
-      if (f < 1) throw InputError(fmt::format("--factor: must be >= 2, got {}", f));
-      if (e > 1 << 20) throw InputError(fmt::format("--max-micro-batch: at most {}, got {}", 1 << 20, e));
-      for (const std::uint64_t s : size_series(static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(std::max(e, 0)),
-                                               static_cast<std::uint64_t>(f), "max-micro-batch"))
-        opt.micro_batch_sizes.push_back(static_cast<int>(s));
-      break;
-    }
-    case Mode::p2p: {
-      const bool pipe = vm.count("pipeline") > 0, bytes = vm.count("bytes") > 0;
-      if (pipe == bytes) throw InputError("--pipeline or --bytes: give exactly one (see adagrouper-calib p2p --help)");
-      if (pipe) opt.pipeline_file = vm["pipeline"].as<std::string>();
-      if (vm.count("micro-batch-size")) {
-        if (!pipe) throw InputError("--micro-batch-size: only with --pipeline");
-        for (const int b : vm["micro-batch-size"].as<std::vector<int>>()) {
-          if (b < 1) throw InputError(fmt::format("--micro-batch-size: must be >= 1, got {}", b));
-          opt.p2p_micro_batch_sizes.push_back(b);
-        }
-      }
-      if (bytes) {
-        const std::string list = vm["bytes"].as<std::string>();
-        std::size_t start = 0;
-        while (start <= list.size()) {
-          const std::size_t comma = std::min(list.find(',', start), list.size());
-          const std::uint64_t v = parse_size(std::string_view(list).substr(start, comma - start), "bytes");
-          if (v < 16) throw InputError(fmt::format("--bytes: a message must be at least 16 bytes, got {}", v));
-          opt.message_bytes.push_back(v);
-          start = comma + 1;
-        }
-      }
-      const std::string dir = vm["direction"].as<std::string>();
-      if (dir != "both" && dir != "forward" && dir != "backward")
-        throw InputError(fmt::format("--direction: must be both, forward or backward, got \"{}\"", dir));
-      opt.forward = dir != "backward";
-      opt.backward = dir != "forward";
-      opt.duration_s = vm["duration"].as<double>();
-      opt.interval_s = vm["interval"].as<double>();
-      if (!(opt.duration_s > 0) || !std::isfinite(opt.duration_s))
-        throw InputError(fmt::format("--duration: must be > 0 seconds, got {}", opt.duration_s));
-      if (!(opt.interval_s > 0) || !std::isfinite(opt.interval_s))
-        throw InputError(fmt::format("--interval: must be > 0 seconds, got {}", opt.interval_s));
-      const double count = std::ceil(opt.duration_s / opt.interval_s - 1e-9);
-      if (count > 1e6)
-        throw InputError(fmt::format("--duration / --interval: {} transfers per channel; at most 1000000", count));
-      opt.count = std::max(1, static_cast<int>(count));
-      if (vm.count("contention")) {
-        const std::string spec = vm["contention"].as<std::string>();
-        Contention c;
-        double on = 0, off = 0;
-        int used = 0;
-        const std::size_t second = spec.find(',', spec.find(',') + 1);
-        const std::string times = spec.substr(0, second);
-        if (std::sscanf(times.c_str(), "%lf,%lf%n", &on, &off, &used) != 2 ||
-            used != static_cast<int>(times.size()) || !(on > 0) || !(off >= 0) || !std::isfinite(on) ||
-            !std::isfinite(off))
-          throw InputError(fmt::format("--contention: \"{}\" is not ON,OFF[,BYTES] with ON > 0 and OFF >= 0 seconds",
-                                       spec));
-        c.on_s = on;
-        c.off_s = off;
-        if (second != std::string::npos) {
-          c.bytes = parse_size(std::string_view(spec).substr(second + 1), "contention");
-          if (c.bytes < 1) throw InputError("--contention: BYTES must be >= 1");
-        }
-        opt.contention = c;
-      }
-      break;
-    }
-    case Mode::bandwidth: {
-      const std::uint64_t b = parse_size(vm["min-bytes"].as<std::string>(), "min-bytes");
-      const std::uint64_t e = parse_size(vm["max-bytes"].as<std::string>(), "max-bytes");
-      const int f = vm["factor"].as<int>();
-      if (f < 1) throw InputError(fmt::format("--factor: must be >= 2, got {}", f));
-      opt.sizes = size_series(b, e, static_cast<std::uint64_t>(f), "max-bytes");
-      opt.iters = vm["iters"].as<int>();
-      if (opt.iters < 1 || opt.iters > 1000000) throw InputError(fmt::format("--iters: must be 1 .. 1000000, got {}", opt.iters));
-      break;
+void read_stages(const po::variables_map& vm, Options& opt) {
+  if (!vm.count("stages")) throw InputError("--stages: missing (see adagrouper-calib stages --help)");
+  opt.stages_file = vm["stages"].as<std::string>();
+  const int b = vm["min-micro-batch"].as<int>(), e = vm["max-micro-batch"].as<int>(), f = vm["factor"].as<int>();
+  if (b < 1) throw InputError(fmt::format("--min-micro-batch: must be >= 1, got {}", b));
+  if (f < 1) throw InputError(fmt::format("--factor: must be >= 2, got {}", f));
+  if (e > 1 << 20) throw InputError(fmt::format("--max-micro-batch: at most {}, got {}", 1 << 20, e));
+  for (const std::uint64_t s : size_series(static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(std::max(e, 0)),
+                                           static_cast<std::uint64_t>(f), "max-micro-batch"))
+    opt.micro_batch_sizes.push_back(static_cast<int>(s));
+}
+
+// --bytes LIST: comma-separated sizes of at least 16 bytes.
+std::vector<std::uint64_t> parse_message_bytes(const std::string& list) {
+  std::vector<std::uint64_t> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    const std::uint64_t v = parse_size(std::string_view(list).substr(start, comma - start), "bytes");
+    if (v < 16) throw InputError(fmt::format("--bytes: a message must be at least 16 bytes, got {}", v));
+    out.push_back(v);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// --contention ON,OFF[,BYTES].
+Contention parse_contention(const std::string& spec) {
+  Contention c;
+  double on = 0, off = 0;
+  int used = 0;
+  const std::size_t second = spec.find(',', spec.find(',') + 1);
+  const std::string times = spec.substr(0, second);
+  if (std::sscanf(times.c_str(), "%lf,%lf%n", &on, &off, &used) != 2 || used != static_cast<int>(times.size()) ||
+      !(on > 0) || !(off >= 0) || !std::isfinite(on) || !std::isfinite(off))
+    throw InputError(
+        fmt::format("--contention: \"{}\" is not ON,OFF[,BYTES] with ON > 0 and OFF >= 0 seconds", spec));
+  c.on_s = on;
+  c.off_s = off;
+  if (second != std::string::npos) {
+    c.bytes = parse_size(std::string_view(spec).substr(second + 1), "contention");
+    if (c.bytes < 1) throw InputError("--contention: BYTES must be >= 1");
+  }
+  return c;
+}
+
+// p2p's message sizes: --pipeline (with --micro-batch-size) or --bytes.
+void read_p2p_messages(const po::variables_map& vm, Options& opt) {
+  const bool pipe = vm.count("pipeline") > 0, bytes = vm.count("bytes") > 0;
+  if (pipe == bytes) throw InputError("--pipeline or --bytes: give exactly one (see adagrouper-calib p2p --help)");
+  if (pipe) opt.pipeline_file = vm["pipeline"].as<std::string>();
+  if (vm.count("micro-batch-size")) {
+    if (!pipe) throw InputError("--micro-batch-size: only with --pipeline");
+    for (const int b : vm["micro-batch-size"].as<std::vector<int>>()) {
+      if (b < 1) throw InputError(fmt::format("--micro-batch-size: must be >= 1, got {}", b));
+      opt.p2p_micro_batch_sizes.push_back(b);
     }
   }
+  if (bytes) opt.message_bytes = parse_message_bytes(vm["bytes"].as<std::string>());
+}
+
+// p2p's recording: channels, window, interval and background traffic.
+void read_p2p_recording(const po::variables_map& vm, Options& opt) {
+  const std::string dir = vm["direction"].as<std::string>();
+  if (dir != "both" && dir != "forward" && dir != "backward")
+    throw InputError(fmt::format("--direction: must be both, forward or backward, got \"{}\"", dir));
+  opt.forward = dir != "backward";
+  opt.backward = dir != "forward";
+  opt.duration_s = vm["duration"].as<double>();
+  opt.interval_s = vm["interval"].as<double>();
+  if (!(opt.duration_s > 0) || !std::isfinite(opt.duration_s))
+    throw InputError(fmt::format("--duration: must be > 0 seconds, got {}", opt.duration_s));
+  if (!(opt.interval_s > 0) || !std::isfinite(opt.interval_s))
+    throw InputError(fmt::format("--interval: must be > 0 seconds, got {}", opt.interval_s));
+  const double count = std::ceil(opt.duration_s / opt.interval_s - 1e-9);
+  if (count > 1e6)
+    throw InputError(fmt::format("--duration / --interval: {} transfers per channel; at most 1000000", count));
+  opt.count = std::max(1, static_cast<int>(count));
+  if (vm.count("contention")) opt.contention = parse_contention(vm["contention"].as<std::string>());
+}
+
+void read_bandwidth(const po::variables_map& vm, Options& opt) {
+  const std::uint64_t b = parse_size(vm["min-bytes"].as<std::string>(), "min-bytes");
+  const std::uint64_t e = parse_size(vm["max-bytes"].as<std::string>(), "max-bytes");
+  const int f = vm["factor"].as<int>();
+  if (f < 1) throw InputError(fmt::format("--factor: must be >= 2, got {}", f));
+  opt.sizes = size_series(b, e, static_cast<std::uint64_t>(f), "max-bytes");
+  opt.iters = vm["iters"].as<int>();
+  if (opt.iters < 1 || opt.iters > 1000000) throw InputError(fmt::format("--iters: must be 1 .. 1000000, got {}", opt.iters));
+}
+
+void read_mode(const po::variables_map& vm, Options& opt) {
+  switch (opt.mode) {
+    case Mode::stages: read_stages(vm, opt); return;
+    case Mode::p2p:
+      read_p2p_messages(vm, opt);
+      read_p2p_recording(vm, opt);
+      return;
+    case Mode::bandwidth: read_bandwidth(vm, opt); return;
+  }
+}
+
+}  // namespace
+
+std::optional<Options> parse_options(const std::vector<std::string>& args, std::ostream& help) {
+  if (args.empty()) throw InputError("no mode given: stages, p2p or bandwidth (see adagrouper-calib --help)");
+  Options opt;
+  const std::string& mode = args[0];
+  opt.mode = mode_of(mode);
+  po::options_description o;
+  const char* header = add_mode_options(o, opt);
+  po::variables_map vm;
+  try {
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    po::store(po::command_line_parser(rest).options(o).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw InputError(fmt::format("{} (see adagrouper-calib {} --help)", e.what(), mode));
+  }
+  if (vm.count("help")) {
+    help << header << ":\n" << o << '\n';
+    return std::nullopt;
+  }
+  read_common(vm, opt);
+  read_mode(vm, opt);
   return opt;
 }
 

@@ -137,68 +137,71 @@ void contend(const Contention& c, std::size_t bytes, Channel& ch, Stream& stream
   }
 }
 
-}  // namespace
+// Where each channel's samples go: its index in the specs, by (from, to).
+using ChannelIndex = std::map<std::pair<int, int>, std::size_t>;
 
-int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
-  Messages msgs;
-  std::string error;
-  try {
-    if (mpi.size() < 2)
-      throw InputError("p2p needs at least 2 ranks (mpirun -np S, one rank per pipeline stage)");
-    msgs = plan_messages(opt, mpi.size());
-  } catch (const InputError& e) {
-    error = e.what();
-  }
-  if (stop_on_error(mpi, opt, error)) return 2;
+ChannelIndex index_of(const std::vector<ChannelSpec>& specs) {
+  ChannelIndex index;
+  for (std::size_t i = 0; i < specs.size(); ++i) index[{specs[i].from, specs[i].to}] = i;
+  return index;
+}
 
-  const std::unique_ptr<Backend> be = make_backend_or_stop(opt, mpi, dog);
-  if (!be) return 1;
-
+std::size_t largest_message(const Messages& msgs) {
   std::size_t largest = kProbeBytes;
   for (const auto& s : msgs.sizes)
     for (const std::size_t b : s) largest = std::max(largest, b);
-  auto channels = be->connect(msgs.specs, largest);
-  std::map<std::pair<int, int>, std::size_t> index;
-  for (std::size_t i = 0; i < msgs.specs.size(); ++i) index[{msgs.specs[i].from, msgs.specs[i].to}] = i;
+  return largest;
+}
 
-  // Background channels and their control communicators (collective over all ranks).
-  std::vector<std::unique_ptr<Channel>> background;
+// --contention: a second channel per spec, and a control communicator per channel this
+// rank is an end of (collective over all ranks).
+struct Background {
+  std::vector<std::unique_ptr<Channel>> channels;
   std::vector<MPI_Comm> controls;
-  const std::size_t background_bytes =
-      opt.contention ? (opt.contention->bytes > 0 ? static_cast<std::size_t>(opt.contention->bytes) : largest) : 0;
-  if (opt.contention) {
-    background = be->connect(msgs.specs, background_bytes);
-    for (std::size_t i = 0; i < msgs.specs.size(); ++i) {
-      const ChannelSpec& s = msgs.specs[i];
-      const bool member = mpi.rank() == s.from || mpi.rank() == s.to;
-      MPI_Comm c = mpi.split(member ? static_cast<int>(i) : MPI_UNDEFINED, mpi.rank() == s.from ? 0 : 1);
-      if (member) controls.push_back(c);
-    }
-  }
+  std::size_t bytes = 0;
+};
 
-  JsonlWriter raw(opt.output_dir / "raw" / fmt::format("p2p-rank-{}.jsonl", mpi.rank()));
-  {
-    nlohmann::ordered_json line;
-    line["type"] = "run";
-    line["mode"] = "p2p";
-    line["rank"] = mpi.rank();
-    line["host"] = mpi.id().host;
-    line["backend"] = backend_name(opt.backend);
-    line["device"] = be->device();
-    line["duration_s"] = opt.duration_s;
-    line["interval_s"] = opt.interval_s;
-    line["transfers_per_channel"] = opt.count;
-    raw.write(line);
+Background connect_background(const Options& opt, Backend& be, const Mpi& mpi, const Messages& msgs,
+                              std::size_t largest) {
+  Background bg;
+  if (!opt.contention) return bg;
+  bg.bytes = opt.contention->bytes > 0 ? static_cast<std::size_t>(opt.contention->bytes) : largest;
+  bg.channels = be.connect(msgs.specs, bg.bytes);
+  for (std::size_t i = 0; i < msgs.specs.size(); ++i) {
+    const ChannelSpec& s = msgs.specs[i];
+    const bool member = mpi.rank() == s.from || mpi.rank() == s.to;
+    MPI_Comm c = mpi.split(member ? static_cast<int>(i) : MPI_UNDEFINED, mpi.rank() == s.from ? 0 : 1);
+    if (member) bg.controls.push_back(c);
   }
+  return bg;
+}
 
-  struct End {
-    Channel* channel;
-    std::vector<std::size_t> sizes;
-    ChannelSamples measured;
-    bool measures = false;
-  };
+void write_run_line(const Options& opt, const Mpi& mpi, const Backend& be, JsonlWriter& raw) {
+  nlohmann::ordered_json line;
+  line["type"] = "run";
+  line["mode"] = "p2p";
+  line["rank"] = mpi.rank();
+  line["host"] = mpi.id().host;
+  line["backend"] = backend_name(opt.backend);
+  line["device"] = be.device();
+  line["duration_s"] = opt.duration_s;
+  line["interval_s"] = opt.interval_s;
+  line["transfers_per_channel"] = opt.count;
+  raw.write(line);
+}
+
+// This rank's end of one channel and what it measured.
+struct End {
+  Channel* channel;
+  std::vector<std::size_t> sizes;
+  ChannelSamples measured;
+  bool measures = false;  // the end whose records count (the backend says which)
+};
+
+std::vector<End> make_ends(const std::vector<std::unique_ptr<Channel>>& channels, const Messages& msgs,
+                           const ChannelIndex& index) {
   std::vector<End> ends;
-  for (auto& ch : channels) {
+  for (const auto& ch : channels) {
     End e;
     e.channel = ch.get();
     e.sizes = msgs.sizes[index.at({ch->spec().from, ch->spec().to})];
@@ -206,52 +209,71 @@ int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
     e.measured.to = ch->spec().to;
     ends.push_back(std::move(e));
   }
+  return ends;
+}
 
-  // Phase 1: the latency probes and the warm-up, every channel at once.
-  mpi.barrier();
-  on_threads(ends, [&](End& e) {
-    e.channel->align_clocks();
-    std::vector<double> durations;
-    // 1 ms apart, so that a probe never queues behind the previous one.
-    TransferPlan probe{{kProbeBytes}, kProbes, 1e-3, now_s()};
-    e.channel->record_transfers(probe, [&](const TransferRecord& r) {
-      e.measures = true;
-      durations.push_back(r.duration_s);
-    });
-    e.measured.probe_latency_s = median(durations);
-    // --warmup untimed transfers of every recorded size: connections, buffers and TCP
-    // windows are warm when the recording starts.
-    if (opt.warmup > 0) {
-      TransferPlan warm{e.sizes, opt.warmup * static_cast<int>(e.sizes.size()), 0.0, now_s()};
-      e.channel->record_transfers(warm, [](const TransferRecord&) {});
-    }
-    if (e.measures) {
-      nlohmann::ordered_json line;
-      line["type"] = "probe";
-      line["from"] = e.measured.from;
-      line["to"] = e.measured.to;
-      line["bytes"] = kProbeBytes;
-      line["transfers"] = kProbes;
-      line["median_duration_s"] = e.measured.probe_latency_s;
-      raw.write(line);
-    }
+// Phase 1, on one channel: the latency probes, then --warmup untimed transfers of every
+// recorded size, so that connections, buffers and TCP windows are warm when the
+// recording starts.
+void probe_and_warm_up(const Options& opt, End& e, JsonlWriter& raw) {
+  e.channel->align_clocks();
+  std::vector<double> durations;
+  // 1 ms apart, so that a probe never queues behind the previous one.
+  TransferPlan probe{{kProbeBytes}, kProbes, 1e-3, now_s()};
+  e.channel->record_transfers(probe, [&](const TransferRecord& r) {
+    e.measures = true;
+    durations.push_back(r.duration_s);
   });
+  e.measured.probe_latency_s = median(durations);
+  if (opt.warmup > 0) {
+    TransferPlan warm{e.sizes, opt.warmup * static_cast<int>(e.sizes.size()), 0.0, now_s()};
+    e.channel->record_transfers(warm, [](const TransferRecord&) {});
+  }
+  if (!e.measures) return;
+  nlohmann::ordered_json line;
+  line["type"] = "probe";
+  line["from"] = e.measured.from;
+  line["to"] = e.measured.to;
+  line["bytes"] = kProbeBytes;
+  line["transfers"] = kProbes;
+  line["median_duration_s"] = e.measured.probe_latency_s;
+  raw.write(line);
+}
 
-  // Phase 2: the recording, every channel (and its background traffic) at once, from a
-  // common origin (clocks aligned again just before).
+// Phase 2, on one channel: the recording from `origin`.
+void record(const Options& opt, End& e, double origin, JsonlWriter& raw) {
+  TransferPlan plan{e.sizes, opt.count, opt.interval_s, origin};
+  e.measured.samples.reserve(static_cast<std::size_t>(opt.count));
+  e.channel->record_transfers(plan, [&](const TransferRecord& r) {
+    e.measured.samples.push_back(r);
+    nlohmann::ordered_json line;
+    line["type"] = "transfer";
+    line["from"] = e.measured.from;
+    line["to"] = e.measured.to;
+    line["time_s"] = r.time_s;
+    line["bytes"] = r.bytes;
+    line["duration_s"] = r.duration_s;
+    raw.write(line);
+  });
+}
+
+// Phase 2: every channel and its background traffic at once, from a common origin
+// (clocks aligned again just before). Rethrows the first error of any thread, after
+// every thread has stopped.
+void record_all(const Options& opt, std::vector<End>& ends, Background& bg, Backend& be, const Mpi& mpi,
+                JsonlWriter& raw) {
   on_threads(ends, [&](End& e) { e.channel->align_clocks(); });
   mpi.barrier();
   const double origin = now_s() + 0.01;
   std::atomic<bool> done(false);
   std::vector<std::thread> contenders;
-  std::vector<std::unique_ptr<Stream>> background_streams;
-  std::vector<std::exception_ptr> contender_errors(background.size());
-  for (std::size_t i = 0; i < background.size(); ++i) {
-    background_streams.push_back(be->create_stream());
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (std::size_t i = 0; i < bg.channels.size(); ++i) streams.push_back(be.create_stream());
+  std::vector<std::exception_ptr> contender_errors(bg.channels.size());
+  for (std::size_t i = 0; i < bg.channels.size(); ++i) {
     contenders.emplace_back([&, i] {
       try {
-        contend(*opt.contention, background_bytes, *background[i], *background_streams[i], mpi, controls[i], origin,
-                done, raw);
+        contend(*opt.contention, bg.bytes, *bg.channels[i], *streams[i], mpi, bg.controls[i], origin, done, raw);
       } catch (...) {
         contender_errors[i] = std::current_exception();
       }
@@ -259,21 +281,7 @@ int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
   }
   std::exception_ptr recording_error;
   try {
-    on_threads(ends, [&](End& e) {
-      TransferPlan plan{e.sizes, opt.count, opt.interval_s, origin};
-      e.measured.samples.reserve(static_cast<std::size_t>(opt.count));
-      e.channel->record_transfers(plan, [&](const TransferRecord& r) {
-        e.measured.samples.push_back(r);
-        nlohmann::ordered_json line;
-        line["type"] = "transfer";
-        line["from"] = e.measured.from;
-        line["to"] = e.measured.to;
-        line["time_s"] = r.time_s;
-        line["bytes"] = r.bytes;
-        line["duration_s"] = r.duration_s;
-        raw.write(line);
-      });
-    });
+    on_threads(ends, [&](End& e) { record(opt, e, origin, raw); });
   } catch (...) {
     recording_error = std::current_exception();
   }
@@ -282,9 +290,11 @@ int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
   if (recording_error) std::rethrow_exception(recording_error);
   for (auto& e : contender_errors)
     if (e) std::rethrow_exception(e);
-  for (MPI_Comm& c : controls) mpi.free(c);
+  for (MPI_Comm& c : bg.controls) mpi.free(c);
+}
 
-  // Rank 0 collects what every rank measured and writes the files.
+// What this rank measured, as JSON for rank 0.
+std::string measured_json(const std::vector<End>& ends) {
   nlohmann::json mine = nlohmann::json::array();
   for (const End& e : ends) {
     if (!e.measures) continue;
@@ -295,10 +305,12 @@ int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
                     {"probe_latency_s", e.measured.probe_latency_s},
                     {"samples", samples}});
   }
-  const std::vector<std::string> parts = mpi.gather(mine.dump(), 0);
-  const std::vector<std::string> devices = mpi.gather(fmt::format("{} on {}", be->device(), mpi.id().host), 0);
-  if (mpi.rank() != 0) return 0;
+  return mine.dump();
+}
 
+// Rank 0: every channel's samples, in the order of the specs, from every rank's JSON.
+std::vector<ChannelSamples> collect(const std::vector<std::string>& parts, const Messages& msgs,
+                                    const ChannelIndex& index) {
   std::vector<ChannelSamples> all(msgs.specs.size());
   std::vector<bool> seen(msgs.specs.size(), false);
   for (const std::string& p : parts)
@@ -315,8 +327,14 @@ int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
     if (!seen[i])
       throw CalibError(fmt::format("p2p: no rank reported the samples of channel {} -> {}", msgs.specs[i].from,
                                    msgs.specs[i].to));
-  std::set<std::string> unique_devices(devices.begin(), devices.end());
-  const std::string description = fmt::format(
+  return all;
+}
+
+// The network file's description of how it was measured.
+std::string network_description(const Options& opt, const std::vector<std::string>& devices,
+                                 std::size_t background_bytes) {
+  const std::set<std::string> unique_devices(devices.begin(), devices.end());
+  return fmt::format(
       "Measured by adagrouper-calib p2p (backend {}, {}): {} transfers per channel, one every {} s or back to back, "
       "{}{}; rates from the transfer samples in samples/, latencies from {} transfers of {} bytes.",
       backend_name(opt.backend), fmt::join(unique_devices, "; "), opt.count, opt.interval_s,
@@ -327,12 +345,17 @@ int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
                                    background_bytes, opt.contention->on_s, opt.contention->off_s)
                      : std::string(),
       kProbes, kProbeBytes);
+}
+
+void write_outputs(const Options& opt, const std::vector<ChannelSamples>& all, const std::string& description) {
   std::filesystem::create_directories(opt.output_dir / "samples");
   for (const ChannelSamples& ch : all)
     write_file_atomic(opt.output_dir / sample_file(ch.from, ch.to), samples_csv(ch.samples));
   write_file_atomic(opt.output_dir / "samples.csv", all_samples_csv(all));
   write_file_atomic(opt.output_dir / "network.json", network_json(all, description).dump(2) + "\n");
+}
 
+void print_table(const Options& opt, const std::vector<ChannelSamples>& all) {
   std::printf("%8s %10s %14s %12s %14s %14s\n", "channel", "transfers", "rate_MB/s", "latency_us", "median_ms",
               "max_ms");
   for (const ChannelSamples& ch : all) {
@@ -346,6 +369,44 @@ int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
   std::printf("wrote %s, %s and samples/ there\n", (opt.output_dir / "network.json").c_str(),
               (opt.output_dir / "samples.csv").c_str());
   std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_p2p(const Options& opt, const Mpi& mpi, Watchdog& dog) {
+  Messages msgs;
+  std::string error;
+  try {
+    if (mpi.size() < 2)
+      throw InputError("p2p needs at least 2 ranks (mpirun -np S, one rank per pipeline stage)");
+    msgs = plan_messages(opt, mpi.size());
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  if (stop_on_error(mpi, opt, error)) return 2;
+  const std::unique_ptr<Backend> be = make_backend_or_stop(opt, mpi, dog);
+  if (!be) return 1;
+
+  const std::size_t largest = largest_message(msgs);
+  auto channels = be->connect(msgs.specs, largest);
+  const ChannelIndex index = index_of(msgs.specs);
+  Background background = connect_background(opt, *be, mpi, msgs, largest);
+  JsonlWriter raw(opt.output_dir / "raw" / fmt::format("p2p-rank-{}.jsonl", mpi.rank()));
+  write_run_line(opt, mpi, *be, raw);
+  std::vector<End> ends = make_ends(channels, msgs, index);
+
+  // Phase 1 on every channel at once, then phase 2.
+  mpi.barrier();
+  on_threads(ends, [&](End& e) { probe_and_warm_up(opt, e, raw); });
+  record_all(opt, ends, background, *be, mpi, raw);
+
+  // Rank 0 collects what every rank measured and writes the files.
+  const std::vector<std::string> parts = mpi.gather(measured_json(ends), 0);
+  const std::vector<std::string> devices = mpi.gather(fmt::format("{} on {}", be->device(), mpi.id().host), 0);
+  if (mpi.rank() != 0) return 0;
+  const std::vector<ChannelSamples> all = collect(parts, msgs, index);
+  write_outputs(opt, all, network_description(opt, devices, background.bytes));
+  print_table(opt, all);
   return 0;
 }
 

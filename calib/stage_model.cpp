@@ -1,3 +1,5 @@
+// One pipeline stage on a backend (calib/stage_model.h): its buffers, their
+// initialization, and the forward and backward kernels of each layer.
 #include "stage_model.h"
 
 #include <climits>
@@ -88,6 +90,13 @@ struct StageModel::Impl {
     return L.kept.back()->data();
   }
 
+  // The constructor's steps, in order.
+  void lay_out_parameters();
+  void allocate_hidden_states();
+  void keep_activations(Layer& L);
+  void allocate_workspaces();
+  void initialize(Stream& stream, std::uint64_t seed);
+
   void forward(Kernels& k, Layer& L) const;
   void backward(Kernels& k, Layer& L, const void* dy, void* dx);
   void* grad_of_output(int i) {
@@ -100,23 +109,27 @@ struct StageModel::Impl {
 StageModel::StageModel(Backend& backend, Stream& stream, const StageDescription& d, int stage, int micro_batch_size,
                        std::uint64_t seed)
     : impl_(std::make_unique<Impl>(backend, d, stage, micro_batch_size)) {
-  Impl& m = *impl_;
   const std::int64_t rows = static_cast<std::int64_t>(micro_batch_size) * d.sequence_length;
   if (micro_batch_size < 1 || rows > INT_MAX)
     throw InputError(fmt::format("{}: micro-batch size {} x sequence_length {} is more rows than the kernels take",
                                  d.source, micro_batch_size, d.sequence_length));
-  m.rows = static_cast<int>(rows);
-  const std::uint64_t R = static_cast<std::uint64_t>(rows), H = static_cast<std::uint64_t>(m.h),
-                      F = static_cast<std::uint64_t>(m.f), S = static_cast<std::uint64_t>(m.s),
-                      A = static_cast<std::uint64_t>(m.a), B = static_cast<std::uint64_t>(m.b),
-                      Vc = static_cast<std::uint64_t>(m.V);
+  impl_->rows = static_cast<int>(rows);
+  impl_->lay_out_parameters();
+  impl_->allocate_hidden_states();
+  impl_->allocate_workspaces();
+  impl_->initialize(stream, seed);
+}
 
-  // Parameters: one flat buffer per kind, layers one after the other.
+// Parameters: one flat buffer per kind (weights, f32 gradients, Adam moments, f32
+// master weights for f16), the layers one after the other.
+void StageModel::Impl::lay_out_parameters() {
+  const std::uint64_t H = static_cast<std::uint64_t>(h), F = static_cast<std::uint64_t>(f),
+                      S = static_cast<std::uint64_t>(s), Vc = static_cast<std::uint64_t>(V);
   for (const LayerDesc& ld : d.layers_of(stage)) {
-    Impl::Layer L;
+    Layer L;
     L.desc = ld;
-    L.param_begin = m.nparams;
-    std::uint64_t p = m.nparams;
+    L.param_begin = nparams;
+    std::uint64_t p = nparams;
     auto take = [&p](std::uint64_t n) {
       const std::uint64_t at = p;
       p += n;
@@ -150,112 +163,125 @@ StageModel::StageModel(Backend& backend, Stream& stream, const StageDescription&
         break;
     }
     L.param_end = p;
-    m.nparams = p;
-    m.layers.push_back(std::move(L));
+    nparams = p;
+    layers.push_back(std::move(L));
   }
-  const int n = static_cast<int>(m.layers.size());
-  m.params = m.alloc(m.nparams, m.e);
-  m.grads = m.alloc(m.nparams, Elem::f32);
-  m.adam_m = m.alloc(m.nparams, Elem::f32);
-  m.adam_v = m.alloc(m.nparams, Elem::f32);
-  if (m.e == Elem::f16) m.master = m.alloc(m.nparams, Elem::f32);
+  params = alloc(nparams, e);
+  grads = alloc(nparams, Elem::f32);
+  adam_m = alloc(nparams, Elem::f32);
+  adam_v = alloc(nparams, Elem::f32);
+  if (e == Elem::f16) master = alloc(nparams, Elem::f32);
+}
 
-  // Hidden states: a layer's input is kept by that layer (counted in its activations;
-  // the embedding takes token ids instead); the last layer's output is the message to
-  // the next stage (the head's is its loss, below).
-  const bool heads = m.layers.back().desc.kind == LayerKind::head;
-  for (auto& L : m.layers)
-    if (L.desc.kind != LayerKind::embedding) m.keep(L, R * H, m.e);
-  if (!heads) m.stage_out = m.alloc(R * H, m.e);
+// Hidden states: a layer's input is kept by that layer (counted in its activations; the
+// embedding takes token ids instead); the last layer's output is the message to the
+// next stage (the head's is its loss, see keep_activations).
+void StageModel::Impl::allocate_hidden_states() {
+  const std::uint64_t R = static_cast<std::uint64_t>(rows), H = static_cast<std::uint64_t>(h);
+  const int n = static_cast<int>(layers.size());
+  for (auto& L : layers)
+    if (L.desc.kind != LayerKind::embedding) keep(L, R * H, e);
+  if (layers.back().desc.kind != LayerKind::head) stage_out = alloc(R * H, e);
   auto input_of = [&](int i) -> void* {
-    Impl::Layer& L = m.layers[static_cast<std::size_t>(i)];
+    Layer& L = layers[static_cast<std::size_t>(i)];
     if (L.desc.kind == LayerKind::embedding) return nullptr;
     return L.kept.front()->data();
   };
   for (int i = 0; i < n; ++i) {
-    Impl::Layer& L = m.layers[static_cast<std::size_t>(i)];
+    Layer& L = layers[static_cast<std::size_t>(i)];
     L.x = input_of(i);
     if (i + 1 < n) {
       L.out = input_of(i + 1);
-    } else if (m.stage_out) {
-      L.out = m.stage_out->data();
+    } else if (stage_out) {
+      L.out = stage_out->data();
     }
-    const LayerShape shape = layer_shape(d, L.desc.kind, micro_batch_size);
-    L.output_bytes = shape.output_bytes;
-    switch (L.desc.kind) {
-      case LayerKind::embedding:
-        L.ids = static_cast<std::int32_t*>(m.keep(L, R, Elem::i32));
-        break;
-      case LayerKind::transformer:
-        L.mean1 = static_cast<float*>(m.keep(L, R, Elem::f32));
-        L.rstd1 = static_cast<float*>(m.keep(L, R, Elem::f32));
-        L.y1 = m.keep(L, R * H, m.e);
-        L.qkv = m.keep(L, R * 3 * H, m.e);
-        L.probs = m.keep(L, B * A * S * S, m.e);
-        L.ctx = m.keep(L, R * H, m.e);
-        L.x2 = m.keep(L, R * H, m.e);
-        L.mean2 = static_cast<float*>(m.keep(L, R, Elem::f32));
-        L.rstd2 = static_cast<float*>(m.keep(L, R, Elem::f32));
-        L.y2 = m.keep(L, R * H, m.e);
-        L.u = m.keep(L, R * F, m.e);
-        L.g = m.keep(L, R * F, m.e);
-        break;
-      case LayerKind::head:
-        L.mean1 = static_cast<float*>(m.keep(L, R, Elem::f32));
-        L.rstd1 = static_cast<float*>(m.keep(L, R, Elem::f32));
-        L.y1 = m.keep(L, R * H, m.e);
-        L.probs = m.keep(L, R * Vc, m.e);
-        L.ids = static_cast<std::int32_t*>(m.keep(L, R, Elem::i32));  // labels
-        // The loss is one f32 the backward does not read: not an activation.
-        m.stage_out = m.alloc(1, Elem::f32);
-        L.loss = m.stage_out->as<float>();
-        break;
-    }
+    L.output_bytes = layer_shape(d, L.desc.kind, b).output_bytes;
+    keep_activations(L);
   }
+}
 
-  // Gradients flowing backward, and workspaces sized for the largest layer.
-  if (!heads) m.grad_in = m.alloc(R * H, m.e);
-  m.grad_ping[0] = m.alloc(R * H, m.e);
-  m.grad_ping[1] = m.alloc(R * H, m.e);
+// What layer L's forward writes and its backward reads, beyond its input.
+void StageModel::Impl::keep_activations(Layer& L) {
+  const std::uint64_t R = static_cast<std::uint64_t>(rows), H = static_cast<std::uint64_t>(h),
+                      F = static_cast<std::uint64_t>(f), S = static_cast<std::uint64_t>(s),
+                      A = static_cast<std::uint64_t>(a), B = static_cast<std::uint64_t>(b),
+                      Vc = static_cast<std::uint64_t>(V);
+  switch (L.desc.kind) {
+    case LayerKind::embedding:
+      L.ids = static_cast<std::int32_t*>(keep(L, R, Elem::i32));
+      break;
+    case LayerKind::transformer:
+      L.mean1 = static_cast<float*>(keep(L, R, Elem::f32));
+      L.rstd1 = static_cast<float*>(keep(L, R, Elem::f32));
+      L.y1 = keep(L, R * H, e);
+      L.qkv = keep(L, R * 3 * H, e);
+      L.probs = keep(L, B * A * S * S, e);
+      L.ctx = keep(L, R * H, e);
+      L.x2 = keep(L, R * H, e);
+      L.mean2 = static_cast<float*>(keep(L, R, Elem::f32));
+      L.rstd2 = static_cast<float*>(keep(L, R, Elem::f32));
+      L.y2 = keep(L, R * H, e);
+      L.u = keep(L, R * F, e);
+      L.g = keep(L, R * F, e);
+      break;
+    case LayerKind::head:
+      L.mean1 = static_cast<float*>(keep(L, R, Elem::f32));
+      L.rstd1 = static_cast<float*>(keep(L, R, Elem::f32));
+      L.y1 = keep(L, R * H, e);
+      L.probs = keep(L, R * Vc, e);
+      L.ids = static_cast<std::int32_t*>(keep(L, R, Elem::i32));  // labels
+      // The loss is one f32 the backward does not read: not an activation.
+      stage_out = alloc(1, Elem::f32);
+      L.loss = stage_out->as<float>();
+      break;
+  }
+}
+
+// Gradients flowing backward, and workspaces sized for the largest layer.
+void StageModel::Impl::allocate_workspaces() {
+  const std::uint64_t R = static_cast<std::uint64_t>(rows), H = static_cast<std::uint64_t>(h),
+                      F = static_cast<std::uint64_t>(f), S = static_cast<std::uint64_t>(s),
+                      A = static_cast<std::uint64_t>(a), B = static_cast<std::uint64_t>(b);
+  if (layers.back().desc.kind != LayerKind::head) grad_in = alloc(R * H, e);
+  grad_ping[0] = alloc(R * H, e);
+  grad_ping[1] = alloc(R * H, e);
   bool any_transformer = false;
-  for (const auto& L : m.layers) any_transformer |= L.desc.kind == LayerKind::transformer;
+  for (const auto& L : layers) any_transformer |= L.desc.kind == LayerKind::transformer;
   if (any_transformer) {
-    m.ws_dg = m.alloc(R * F, m.e);
-    m.ws_dy2 = m.alloc(R * H, m.e);
-    m.ws_dx2 = m.alloc(R * H, m.e);
-    m.ws_dctx = m.alloc(R * H, m.e);
-    m.ws_dp = m.alloc(B * A * S * S, m.e);
-    m.ws_dqkv = m.alloc(R * 3 * H, m.e);
+    ws_dg = alloc(R * F, e);
+    ws_dy2 = alloc(R * H, e);
+    ws_dx2 = alloc(R * H, e);
+    ws_dctx = alloc(R * H, e);
+    ws_dp = alloc(B * A * S * S, e);
+    ws_dqkv = alloc(R * 3 * H, e);
   }
-  m.ws_dy1 = m.alloc(R * H, m.e);
+  ws_dy1 = alloc(R * H, e);
+}
 
-  // Initialization: weights uniform in +-0.02, LayerNorm scales 1, inputs +-1, the
-  // arriving gradient +-1e-3, token ids and labels from the seed.
-  stream.submit([&m, seed](Kernels& k) {
+// Weights uniform in +-0.02, LayerNorm scales 1, inputs +-1, the arriving gradient
+// +-1e-3, token ids and labels from the seed; enqueued on `stream`.
+void StageModel::Impl::initialize(Stream& stream, std::uint64_t seed) {
+  stream.submit([&m = *this, seed](Kernels& k) {
     k.fill_uniform(m.params->data(), m.nparams, m.e, seed, -0.02f, 0.02f);
     if (m.master) k.fill_uniform(m.master->data(), m.nparams, Elem::f32, seed, -0.02f, 0.02f);
+    const std::uint64_t H = static_cast<std::uint64_t>(m.h), R = static_cast<std::uint64_t>(m.rows);
     for (const auto& L : m.layers) {
       auto ones = [&](std::uint64_t off, std::uint64_t count) {
         k.fill_value(m.at(m.params->data(), off), count, m.e, 1.0f);
         if (m.master) k.fill_value(m.master->as<float>() + off, count, Elem::f32, 1.0f);
       };
       if (L.desc.kind == LayerKind::transformer) {
-        ones(L.tp.ln1_g, static_cast<std::uint64_t>(m.h));
-        ones(L.tp.ln2_g, static_cast<std::uint64_t>(m.h));
+        ones(L.tp.ln1_g, H);
+        ones(L.tp.ln2_g, H);
       } else if (L.desc.kind == LayerKind::head) {
-        ones(L.hp.ln_g, static_cast<std::uint64_t>(m.h));
+        ones(L.hp.ln_g, H);
       }
-      const std::uint64_t R2 = static_cast<std::uint64_t>(m.rows);
       if (L.desc.kind == LayerKind::embedding || L.desc.kind == LayerKind::head)
-        k.fill_tokens(L.ids, R2, m.V, seed + 1000 + static_cast<std::uint64_t>(L.desc.index));
+        k.fill_tokens(L.ids, R, m.V, seed + 1000 + static_cast<std::uint64_t>(L.desc.index));
     }
-    const Impl::Layer& first = m.layers.front();
-    if (first.x != nullptr)
-      k.fill_uniform(first.x, static_cast<std::uint64_t>(m.rows) * static_cast<std::uint64_t>(m.h), m.e, seed + 1,
-                     -1.0f, 1.0f);
-    if (m.grad_in)
-      k.fill_uniform(m.grad_in->data(), static_cast<std::uint64_t>(m.rows) * static_cast<std::uint64_t>(m.h), m.e,
-                     seed + 2, -1e-3f, 1e-3f);
+    const Layer& first = m.layers.front();
+    if (first.x != nullptr) k.fill_uniform(first.x, R * H, m.e, seed + 1, -1.0f, 1.0f);
+    if (m.grad_in) k.fill_uniform(m.grad_in->data(), R * H, m.e, seed + 2, -1e-3f, 1e-3f);
   });
 }
 

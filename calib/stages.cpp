@@ -2,7 +2,6 @@
 // message bytes at each micro-batch size, written as a pipeline file and JSONL.
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 
 #include <fmt/format.h>
 
@@ -12,41 +11,6 @@
 #include "stage_model.h"
 
 namespace adagrouper::calib {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-bool stop_on_error(const Mpi& mpi, std::string_view mode, const std::string& error) {
-  const std::string first = mpi.first_error(error);
-  if (first.empty()) return false;
-  if (mpi.rank() == 0) std::cerr << "adagrouper-calib " << mode << ": " << first << std::endl;
-  return true;
-}
-
-bool stop_on_error(const Mpi& mpi, const Options& options, const std::string& error) {
-  return stop_on_error(mpi, mode_name(options.mode), error);
-}
-
-std::unique_ptr<Backend> make_backend_or_stop(BackendKind kind, std::string_view mode, const Mpi& mpi,
-                                              Watchdog& watchdog) {
-  std::string error;
-  std::unique_ptr<Backend> be;
-  try {
-    be = make_backend(kind, mpi, watchdog);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  if (stop_on_error(mpi, mode, error)) return nullptr;
-  return be;
-}
-
-std::unique_ptr<Backend> make_backend_or_stop(const Options& options, const Mpi& mpi, Watchdog& watchdog) {
-  return make_backend_or_stop(options.backend, mode_name(options.mode), mpi, watchdog);
-}
 
 namespace {
 
@@ -73,136 +37,173 @@ class Lines {
   std::string all_;
 };
 
+// The measured runs of one model at one micro-batch size: the time of each layer's
+// forward and backward, and of the stage's, per timed run.
+struct Timings {
+  std::vector<std::vector<double>> layer_fwd, layer_bwd;  // [layer][run]
+  std::vector<double> stage_fwd, stage_bwd;               // [run]
+};
+
+// Events between the layers of one model: fwd[i] before layer i's forward (fwd[n]: after
+// the last), bwd[i] after layer i's backward (bwd[n]: before the first backward).
+class LayerEvents {
+ public:
+  LayerEvents(Backend& be, int layers) : n_(static_cast<std::size_t>(layers)) {
+    for (std::size_t i = 0; i <= n_; ++i) {
+      fwd_.push_back(be.create_event());
+      bwd_.push_back(be.create_event());
+    }
+  }
+  // One forward and backward pass of every layer, timed, waited for.
+  void iteration(StageModel& model, Stream& stream) {
+    stream.record(*fwd_[0]);
+    for (std::size_t i = 0; i < n_; ++i) {
+      model.forward(stream, static_cast<int>(i));
+      stream.record(*fwd_[i + 1]);
+    }
+    stream.record(*bwd_[n_]);
+    for (std::size_t i = n_; i-- > 0;) {
+      model.backward(stream, static_cast<int>(i));
+      stream.record(*bwd_[i]);
+    }
+    stream.synchronize();
+  }
+  double forward_s(std::size_t i) const { return fwd_[i + 1]->seconds_since(*fwd_[i]); }
+  double backward_s(std::size_t i) const { return bwd_[i]->seconds_since(*bwd_[i + 1]); }
+  double stage_forward_s() const { return fwd_[n_]->seconds_since(*fwd_[0]); }
+  double stage_backward_s() const { return bwd_[0]->seconds_since(*bwd_[n_]); }
+
+ private:
+  std::size_t n_;
+  std::vector<std::unique_ptr<Event>> fwd_, bwd_;
+};
+
+// --warmup untimed runs, then --repeat timed ones, each measurement written as a line.
+Timings time_layers(const Options& opt, StageModel& model, Stream& stream, Backend& be, int stage, int b,
+                    Lines& out) {
+  const std::size_t n = static_cast<std::size_t>(model.num_layers());
+  LayerEvents ev(be, model.num_layers());
+  for (int w = 0; w < opt.warmup; ++w) ev.iteration(model, stream);
+  Timings t;
+  t.layer_fwd.resize(n);
+  t.layer_bwd.resize(n);
+  for (int r = 0; r < opt.repeat; ++r) {
+    ev.iteration(model, stream);
+    for (std::size_t i = 0; i < n; ++i) {
+      t.layer_fwd[i].push_back(ev.forward_s(i));
+      t.layer_bwd[i].push_back(ev.backward_s(i));
+      const LayerDesc& ld = model.layer(static_cast<int>(i));
+      nlohmann::ordered_json line;
+      line["type"] = "measurement";
+      line["stage"] = stage;
+      line["layer"] = ld.index;
+      line["name"] = layer_kind_name(ld.kind);
+      line["micro_batch_size"] = b;
+      line["repeat"] = r;
+      line["forward_s"] = t.layer_fwd[i].back();
+      line["backward_s"] = t.layer_bwd[i].back();
+      out.write(line);
+    }
+    t.stage_fwd.push_back(ev.stage_forward_s());
+    t.stage_bwd.push_back(ev.stage_backward_s());
+    nlohmann::ordered_json line;
+    line["type"] = "stage_measurement";
+    line["stage"] = stage;
+    line["micro_batch_size"] = b;
+    line["repeat"] = r;
+    line["forward_s"] = t.stage_fwd.back();
+    line["backward_s"] = t.stage_bwd.back();
+    out.write(line);
+  }
+  return t;
+}
+
+// The medians per layer, in the form `adagrouper model --measured` reads: keep these
+// keys and their order.
+void write_layer_lines(const StageModel& model, int b, const Timings& t, Lines& out) {
+  for (int i = 0; i < model.num_layers(); ++i) {
+    const std::size_t u = static_cast<std::size_t>(i);
+    const LayerDesc& ld = model.layer(i);
+    const LayerSizes sz = model.sizes(i);
+    nlohmann::ordered_json line;
+    line["type"] = "layer";
+    line["layer"] = ld.index;
+    line["name"] = layer_kind_name(ld.kind);
+    line["micro_batch_size"] = b;
+    line["forward_s"] = median(t.layer_fwd[u]);
+    line["backward_s"] = median(t.layer_bwd[u]);
+    line["activation_bytes"] = sz.activation_bytes;
+    line["output_bytes"] = sz.output_bytes;
+    line["parameter_bytes"] = sz.parameter_bytes;
+    out.write(line);
+  }
+}
+
+// The stage at one micro-batch size: its pipeline-file profile entry, and its line.
+nlohmann::ordered_json stage_entry(const StageDescription& d, const StageModel& model, int stage, int b,
+                                   const Timings& t, Lines& out) {
+  nlohmann::ordered_json entry;
+  entry["micro_batch_size"] = b;
+  entry["forward_s"] = median(t.stage_fwd);
+  entry["backward_s"] = median(t.stage_bwd);
+  entry["activation_bytes"] = static_cast<double>(model.activation_bytes());
+  if (stage + 1 < d.num_stages()) entry["output_bytes"] = static_cast<double>(model.output_bytes());
+  nlohmann::ordered_json line;
+  line["type"] = "stage";
+  line["stage"] = stage;
+  line["micro_batch_size"] = b;
+  line["forward_s"] = median(t.stage_fwd);
+  line["backward_s"] = median(t.stage_bwd);
+  line["activation_bytes"] = model.activation_bytes();
+  line["output_bytes"] = model.output_bytes();
+  line["static_bytes"] = model.static_bytes();
+  line["parameters"] = model.parameter_count();
+  out.write(line);
+  return entry;
+}
+
+// The median Adam step of `model` (it does not depend on the micro-batch size).
+double time_optimizer(const Options& opt, StageModel& model, Stream& stream, Backend& be, int stage, Lines& out) {
+  std::vector<double> times;
+  auto e0 = be.create_event(), e1 = be.create_event();
+  for (int w = 0; w < std::max(1, opt.warmup); ++w) model.optimizer_step(stream);
+  for (int r = 0; r < opt.repeat; ++r) {
+    stream.record(*e0);
+    model.optimizer_step(stream);
+    stream.record(*e1);
+    stream.synchronize();
+    times.push_back(e1->seconds_since(*e0));
+  }
+  nlohmann::ordered_json line;
+  line["type"] = "optimizer";
+  line["stage"] = stage;
+  line["optimizer_s"] = median(times);
+  line["parameters"] = model.parameter_count();
+  out.write(line);
+  return median(times);
+}
+
 StageResult measure_stage(const Options& opt, const StageDescription& d, int stage, Backend& be, Lines& out) {
   StageResult result;
   result.stage = stage;
   auto stream = be.create_stream();
-  std::vector<double> optimizer_times;
   for (std::size_t bi = 0; bi < opt.micro_batch_sizes.size(); ++bi) {
     const int b = opt.micro_batch_sizes[bi];
     StageModel model(be, *stream, d, stage, b, opt.seed + static_cast<std::uint64_t>(stage) * 7919);
     stream->synchronize();
-    const int n = model.num_layers();
-    // fwd[i]: before layer i's forward (fwd[n]: after the last); bwd[i]: after layer i's
-    // backward (bwd[n]: before the first backward).
-    std::vector<std::unique_ptr<Event>> fwd, bwd;
-    for (int i = 0; i <= n; ++i) {
-      fwd.push_back(be.create_event());
-      bwd.push_back(be.create_event());
-    }
-    auto iteration = [&] {
-      stream->record(*fwd[0]);
-      for (int i = 0; i < n; ++i) {
-        model.forward(*stream, i);
-        stream->record(*fwd[static_cast<std::size_t>(i) + 1]);
-      }
-      stream->record(*bwd[static_cast<std::size_t>(n)]);
-      for (int i = n - 1; i >= 0; --i) {
-        model.backward(*stream, i);
-        stream->record(*bwd[static_cast<std::size_t>(i)]);
-      }
-      stream->synchronize();
-    };
-    for (int w = 0; w < opt.warmup; ++w) iteration();
-    std::vector<std::vector<double>> lf(static_cast<std::size_t>(n)), lb(static_cast<std::size_t>(n));
-    std::vector<double> sf, sb;
-    for (int r = 0; r < opt.repeat; ++r) {
-      iteration();
-      for (int i = 0; i < n; ++i) {
-        const std::size_t u = static_cast<std::size_t>(i);
-        const double f = fwd[u + 1]->seconds_since(*fwd[u]);
-        const double bw = bwd[u]->seconds_since(*bwd[u + 1]);
-        lf[u].push_back(f);
-        lb[u].push_back(bw);
-        const LayerDesc& ld = model.layer(i);
-        nlohmann::ordered_json line;
-        line["type"] = "measurement";
-        line["stage"] = stage;
-        line["layer"] = ld.index;
-        line["name"] = layer_kind_name(ld.kind);
-        line["micro_batch_size"] = b;
-        line["repeat"] = r;
-        line["forward_s"] = f;
-        line["backward_s"] = bw;
-        out.write(line);
-      }
-      sf.push_back(fwd[static_cast<std::size_t>(n)]->seconds_since(*fwd[0]));
-      sb.push_back(bwd[0]->seconds_since(*bwd[static_cast<std::size_t>(n)]));
-      nlohmann::ordered_json line;
-      line["type"] = "stage_measurement";
-      line["stage"] = stage;
-      line["micro_batch_size"] = b;
-      line["repeat"] = r;
-      line["forward_s"] = sf.back();
-      line["backward_s"] = sb.back();
-      out.write(line);
-    }
-    for (int i = 0; i < n; ++i) {
-      const std::size_t u = static_cast<std::size_t>(i);
-      const LayerDesc& ld = model.layer(i);
-      const LayerSizes sz = model.sizes(i);
-      // The form `adagrouper model --measured` reads: keep these keys and their order.
-      nlohmann::ordered_json line;
-      line["type"] = "layer";
-      line["layer"] = ld.index;
-      line["name"] = layer_kind_name(ld.kind);
-      line["micro_batch_size"] = b;
-      line["forward_s"] = median(lf[u]);
-      line["backward_s"] = median(lb[u]);
-      line["activation_bytes"] = sz.activation_bytes;
-      line["output_bytes"] = sz.output_bytes;
-      line["parameter_bytes"] = sz.parameter_bytes;
-      out.write(line);
-    }
-    nlohmann::ordered_json entry;
-    entry["micro_batch_size"] = b;
-    entry["forward_s"] = median(sf);
-    entry["backward_s"] = median(sb);
-    entry["activation_bytes"] = static_cast<double>(model.activation_bytes());
-    if (stage + 1 < d.num_stages()) entry["output_bytes"] = static_cast<double>(model.output_bytes());
-    result.profile.push_back(entry);
-    nlohmann::ordered_json line;
-    line["type"] = "stage";
-    line["stage"] = stage;
-    line["micro_batch_size"] = b;
-    line["forward_s"] = median(sf);
-    line["backward_s"] = median(sb);
-    line["activation_bytes"] = model.activation_bytes();
-    line["output_bytes"] = model.output_bytes();
-    line["static_bytes"] = model.static_bytes();
-    line["parameters"] = model.parameter_count();
-    out.write(line);
+    const Timings t = time_layers(opt, model, *stream, be, stage, b, out);
+    write_layer_lines(model, b, t, out);
+    result.profile.push_back(stage_entry(d, model, stage, b, t, out));
     result.static_bytes = static_cast<double>(model.static_bytes());
-
-    if (bi == 0) {
-      // The optimizer step does not depend on b: measured once, on the first model.
-      auto e0 = be.create_event(), e1 = be.create_event();
-      for (int w = 0; w < std::max(1, opt.warmup); ++w) model.optimizer_step(*stream);
-      for (int r = 0; r < opt.repeat; ++r) {
-        stream->record(*e0);
-        model.optimizer_step(*stream);
-        stream->record(*e1);
-        stream->synchronize();
-        optimizer_times.push_back(e1->seconds_since(*e0));
-      }
-      nlohmann::ordered_json opt_line;
-      opt_line["type"] = "optimizer";
-      opt_line["stage"] = stage;
-      opt_line["optimizer_s"] = median(optimizer_times);
-      opt_line["parameters"] = model.parameter_count();
-      out.write(opt_line);
-    }
+    if (bi == 0) result.optimizer_s = time_optimizer(opt, model, *stream, be, stage, out);
   }
-  result.optimizer_s = median(optimizer_times);
   return result;
 }
 
-}  // namespace
-
-int run_stages(const Options& opt, const Mpi& mpi, Watchdog& dog) {
-  // Everything that can be wrong with the input is found before any device work.
+// The stage description, checked against the job's size before any device work.
+// Sets `error` (the same on every rank) instead of throwing.
+StageDescription load_description(const Options& opt, const Mpi& mpi, std::string& error) {
   StageDescription d;
-  std::string error;
   try {
     d = load_stage_description(opt.stages_file);
     if (mpi.size() != 1 && mpi.size() != d.num_stages())
@@ -212,35 +213,99 @@ int run_stages(const Options& opt, const Mpi& mpi, Watchdog& dog) {
   } catch (const InputError& e) {
     error = e.what();
   }
-  if (stop_on_error(mpi, opt, error)) return 2;
+  return d;
+}
 
+void write_run_line(const Options& opt, const Mpi& mpi, const Backend& be, const StageDescription& d,
+                    const std::vector<int>& mine, Lines& out) {
+  nlohmann::ordered_json line;
+  line["type"] = "run";
+  line["mode"] = "stages";
+  line["rank"] = mpi.rank();
+  line["host"] = mpi.id().host;
+  line["backend"] = backend_name(opt.backend);
+  line["device"] = be.device();
+  line["stages_file"] = opt.stages_file.string();
+  line["name"] = d.name;
+  line["dtype"] = dtype_name(d.dtype);
+  line["stages"] = mine;
+  line["micro_batch_sizes"] = opt.micro_batch_sizes;
+  line["warmup"] = opt.warmup;
+  line["repeat"] = opt.repeat;
+  out.write(line);
+}
+
+// The pipeline file's stages, in stage order, from every rank's results.
+std::vector<nlohmann::ordered_json> merge_stages(const StageDescription& d, const std::vector<std::string>& parts) {
+  std::vector<nlohmann::ordered_json> stages(static_cast<std::size_t>(d.num_stages()));
+  for (const std::string& p : parts)
+    for (const auto& r : nlohmann::ordered_json::parse(p)) {
+      nlohmann::ordered_json st;
+      st["static_bytes"] = r["static_bytes"];
+      st["optimizer_s"] = r["optimizer_s"];
+      st["profile"] = r["profile"];
+      stages[r["stage"].get<std::size_t>()] = st;
+    }
+  return stages;
+}
+
+nlohmann::ordered_json pipeline_json(const Options& opt, const StageDescription& d,
+                                     std::vector<nlohmann::ordered_json> stages, std::vector<std::string> devices,
+                                     double device_memory) {
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  nlohmann::ordered_json pipe;
+  pipe["name"] = d.name;
+  pipe["description"] = fmt::format(
+      "Measured by adagrouper-calib stages (backend {}, {}) from {}: {} layers, hidden {}, {} heads, sequence {}, "
+      "FFN {}, vocabulary {}, {}. Times are medians of {} runs after {} warm-up runs; activation_bytes is what "
+      "each forward pass keeps for its backward; static_bytes is parameters, f32 gradients and Adam state{}; "
+      "optimizer_s is one Adam step.",
+      backend_name(opt.backend), fmt::join(devices, "; "), opt.stages_file.string(), d.num_layers(), d.hidden,
+      d.heads, d.sequence_length, d.ffn_hidden, d.vocabulary, dtype_name(d.dtype), opt.repeat, opt.warmup,
+      d.static_overhead_bytes > 0 ? fmt::format(" plus {} bytes of overhead", d.static_overhead_bytes) : "");
+  pipe["global_batch_size"] = d.global_batch_size.value_or(opt.micro_batch_sizes.back());
+  if (d.memory_limit_bytes) {
+    pipe["memory_limit_bytes"] = *d.memory_limit_bytes;
+  } else if (device_memory > 0) {
+    pipe["memory_limit_bytes"] = device_memory;
+  }
+  pipe["stages"] = std::move(stages);
+  return pipe;
+}
+
+void print_table(const Options& opt, const StageDescription& d, const nlohmann::ordered_json& pipe) {
+  std::printf("%s: %d stages, %s, backend %s\n", d.name.c_str(), d.num_stages(), std::string(dtype_name(d.dtype)).c_str(),
+              std::string(backend_name(opt.backend)).c_str());
+  std::printf("%6s %6s %14s %14s %16s %16s\n", "stage", "b", "forward_ms", "backward_ms", "activation_MiB",
+              "output_MiB");
+  const auto& stages = pipe["stages"];
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    for (const auto& e : stages[s]["profile"])
+      std::printf("%6zu %6d %14.3f %14.3f %16.2f %16.2f\n", s, e["micro_batch_size"].get<int>(),
+                  e["forward_s"].get<double>() * 1e3, e["backward_s"].get<double>() * 1e3,
+                  e["activation_bytes"].get<double>() / 1048576.0,
+                  e.contains("output_bytes") ? e["output_bytes"].get<double>() / 1048576.0 : 0.0);
+  std::printf("wrote %s and %s\n", (opt.output_dir / "pipeline.json").c_str(), (opt.output_dir / "stages.jsonl").c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_stages(const Options& opt, const Mpi& mpi, Watchdog& dog) {
+  // Everything that can be wrong with the input is found before any device work.
+  std::string error;
+  const StageDescription d = load_description(opt, mpi, error);
+  if (stop_on_error(mpi, opt, error)) return 2;
   const std::unique_ptr<Backend> be = make_backend_or_stop(opt, mpi, dog);
   if (!be) return 1;
 
+  // One rank per stage, or one rank for all of them.
   std::vector<int> mine;
-  if (mpi.size() == 1) {
-    for (int s = 0; s < d.num_stages(); ++s) mine.push_back(s);
-  } else {
-    mine.push_back(mpi.rank());
-  }
+  for (int s = 0; s < d.num_stages(); ++s)
+    if (mpi.size() == 1 || s == mpi.rank()) mine.push_back(s);
   Lines out(opt.output_dir / "raw" / fmt::format("stages-rank-{}.jsonl", mpi.rank()));
-  {
-    nlohmann::ordered_json line;
-    line["type"] = "run";
-    line["mode"] = "stages";
-    line["rank"] = mpi.rank();
-    line["host"] = mpi.id().host;
-    line["backend"] = backend_name(opt.backend);
-    line["device"] = be->device();
-    line["stages_file"] = opt.stages_file.string();
-    line["name"] = d.name;
-    line["dtype"] = dtype_name(d.dtype);
-    line["stages"] = mine;
-    line["micro_batch_sizes"] = opt.micro_batch_sizes;
-    line["warmup"] = opt.warmup;
-    line["repeat"] = opt.repeat;
-    out.write(line);
-  }
+  write_run_line(opt, mpi, *be, d, mine, out);
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   for (const int s : mine) {
     const StageResult r = measure_stage(opt, d, s, *be, out);
@@ -262,51 +327,10 @@ int run_stages(const Options& opt, const Mpi& mpi, Watchdog& dog) {
 
   std::string merged;
   for (const std::string& l : lines) merged += l;
-  std::vector<nlohmann::ordered_json> stages(static_cast<std::size_t>(d.num_stages()));
-  for (const std::string& p : parts)
-    for (const auto& r : nlohmann::ordered_json::parse(p)) {
-      nlohmann::ordered_json st;
-      st["static_bytes"] = r["static_bytes"];
-      st["optimizer_s"] = r["optimizer_s"];
-      st["profile"] = r["profile"];
-      stages[r["stage"].get<std::size_t>()] = st;
-    }
-  std::vector<std::string> unique_devices = devices;
-  std::sort(unique_devices.begin(), unique_devices.end());
-  unique_devices.erase(std::unique(unique_devices.begin(), unique_devices.end()), unique_devices.end());
-  nlohmann::ordered_json pipe;
-  pipe["name"] = d.name;
-  pipe["description"] = fmt::format(
-      "Measured by adagrouper-calib stages (backend {}, {}) from {}: {} layers, hidden {}, {} heads, sequence {}, "
-      "FFN {}, vocabulary {}, {}. Times are medians of {} runs after {} warm-up runs; activation_bytes is what "
-      "each forward pass keeps for its backward; static_bytes is parameters, f32 gradients and Adam state{}; "
-      "optimizer_s is one Adam step.",
-      backend_name(opt.backend), fmt::join(unique_devices, "; "), opt.stages_file.string(), d.num_layers(), d.hidden,
-      d.heads, d.sequence_length, d.ffn_hidden, d.vocabulary, dtype_name(d.dtype), opt.repeat, opt.warmup,
-      d.static_overhead_bytes > 0 ? fmt::format(" plus {} bytes of overhead", d.static_overhead_bytes) : "");
-  pipe["global_batch_size"] = d.global_batch_size.value_or(opt.micro_batch_sizes.back());
-  if (d.memory_limit_bytes) {
-    pipe["memory_limit_bytes"] = *d.memory_limit_bytes;
-  } else if (memory > 0) {
-    pipe["memory_limit_bytes"] = memory;
-  }
-  pipe["stages"] = stages;
+  const nlohmann::ordered_json pipe = pipeline_json(opt, d, merge_stages(d, parts), devices, memory);
   write_file_atomic(opt.output_dir / "stages.jsonl", merged);
   write_file_atomic(opt.output_dir / "pipeline.json", pipe.dump(2) + "\n");
-
-  // A short table.
-  std::printf("%s: %d stages, %s, backend %s\n", d.name.c_str(), d.num_stages(), std::string(dtype_name(d.dtype)).c_str(),
-              std::string(backend_name(opt.backend)).c_str());
-  std::printf("%6s %6s %14s %14s %16s %16s\n", "stage", "b", "forward_ms", "backward_ms", "activation_MiB",
-              "output_MiB");
-  for (std::size_t s = 0; s < stages.size(); ++s)
-    for (const auto& e : stages[s]["profile"])
-      std::printf("%6zu %6d %14.3f %14.3f %16.2f %16.2f\n", s, e["micro_batch_size"].get<int>(),
-                  e["forward_s"].get<double>() * 1e3, e["backward_s"].get<double>() * 1e3,
-                  e["activation_bytes"].get<double>() / 1048576.0,
-                  e.contains("output_bytes") ? e["output_bytes"].get<double>() / 1048576.0 : 0.0);
-  std::printf("wrote %s and %s\n", (opt.output_dir / "pipeline.json").c_str(), (opt.output_dir / "stages.jsonl").c_str());
-  std::fflush(stdout);
+  print_table(opt, d, pipe);
   return 0;
 }
 
