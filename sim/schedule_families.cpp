@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "schedule.h"
+#include "schedule_torch.h"
 
 namespace adagrouper::sim {
 
@@ -64,6 +65,11 @@ constexpr std::array kFamilies{
   ScheduleFamily{"1f1b", "one forward, one backward (PipeDream-Flush, DAPPLE policy A): kfkb with k = 1", false, L, 1, Whole, build_1f1b},
   ScheduleFamily{"gpipe", "all forwards, then all backwards: kfkb with k = M", false, L, 1, Whole, build_gpipe},
   ScheduleFamily{"dapple-b", "1F1B with a warm-up of 2(S - s) - 1 forwards (DAPPLE policy B)", false, L, 1, Whole, build_dapple_b},
+  ScheduleFamily{"interleaved-1f1b", "Megatron-LM's interleaved 1F1B over v model stages per stage (PyTorch's ScheduleInterleaved1F1B)", false, L, 0, Whole, build_interleaved_1f1b},
+  ScheduleFamily{"looped-bfs", "every forward of one model stage after another, backwards in reverse (PyTorch's ScheduleLoopedBFS)", false, L, 0, Whole, build_looped_bfs},
+  ScheduleFamily{"interleaved-zb", "zero-bubble interleaved 1F1B with split backward, ZB-H1 at v = 1 (PyTorch's ScheduleInterleavedZeroBubble)", false, L, 0, Split, build_interleaved_zb},
+  ScheduleFamily{"zbv", "zero-bubble V schedule, 2 model stages per stage (PyTorch's ScheduleZBVZeroBubble)", false, V, 2, Split, build_zbv},
+  ScheduleFamily{"dualpipev", "DeepSeek's DualPipe on a V, 2 model stages per stage, M >= 2D (PyTorch's ScheduleDualPipeV)", false, V, 2, Whole, build_dualpipev},
 };
 // clang-format on
 

@@ -24,4 +24,5 @@
 #include "scenario.h"       // Scenario, OpTiming, make_scenario, set_op_timings
 #include "schedule.h"       // ScheduleSpec, Schedule, schedule_families, make_schedule
 #include "schedule_file.h"  // load_schedule_file
+#include "schedule_torch.h" // PyTorch's schedules: build_interleaved_1f1b, build_zbv, ...
 #include "simulate.h"       // SimOptions, Evaluator, simulate, find_dependency_cycle
