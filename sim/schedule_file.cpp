@@ -1,12 +1,15 @@
-// Reading a custom schedule file.
+// Reading a custom schedule file: adagrouper's JSON, or PyTorch's CSV by its look.
 #include "schedule_file.h"
 
+#include <cctype>
 #include <charconv>
+#include <fstream>
 
 #include <fmt/format.h>
 
 #include "error.h"
 #include "json_util.h"
+#include "schedule_csv.h"
 
 namespace adagrouper::sim {
 
@@ -30,9 +33,20 @@ Op parse_op(const Field& f) {
   return {kind == "forward" ? Phase::Forward : Phase::Backward, static_cast<std::int32_t>(m)};
 }
 
+// PyTorch's CSV: a ".csv" name, or a first non-blank character that starts a CSV row.
+bool is_torch_csv(const std::filesystem::path& path) {
+  if (path.extension() == ".csv") return true;
+  std::ifstream in(path, std::ios::binary);
+  char c = 0;
+  while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
+  }
+  return in && (std::isdigit(static_cast<unsigned char>(c)) || c == '(' || c == ',');
+}
+
 }  // namespace
 
 Schedule load_schedule_file(const std::filesystem::path& path, int S, int M) {
+  if (is_torch_csv(path)) return load_torch_csv(path, S, M);
   const auto doc = read_json_file(path);
   Field root(doc, path.string());
   root.require_object();

@@ -23,6 +23,7 @@
 #include "result.h"         // SimResult, summary_json, summary_text, timeline_json
 #include "scenario.h"       // Scenario, OpTiming, make_scenario, set_op_timings
 #include "schedule.h"       // ScheduleSpec, Schedule, schedule_families, make_schedule
+#include "schedule_csv.h"   // parse_torch_csv, torch_csv, schedule_grid (PyTorch's CSV)
 #include "schedule_file.h"  // load_schedule_file
 #include "schedule_torch.h" // PyTorch's schedules: build_interleaved_1f1b, build_zbv, ...
 #include "simulate.h"       // SimOptions, Evaluator, simulate, find_dependency_cycle
