@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -39,19 +40,32 @@ struct Level {
   double final_peak() const { return std::max(peak, cur); }
 };
 
-// The bytes a stage holds per unit of each count.
+// Memory of a stage from its counts: static bytes + the sum over its terms of (bytes per
+// unit) x (count), always in the order of the terms, so that the value at an instant does
+// not depend on the order in which the changes reached it, and every evaluator agrees to
+// the last bit. The terms of a stage are, per model stage, its activations (x
+// micro-batches in flight before their backward) and the part W still needs (x after I),
+// then per input the bytes of one waiting message (x messages waiting).
+inline double stage_memory(double static_bytes, const double* bytes, const double* counts, std::size_t n) {
+  double m = static_bytes;
+  for (std::size_t i = 0; i < n; ++i) m += bytes[i] * counts[i];
+  return m;
+}
+
+// The bytes a stage holds per unit of each count, with one model stage and no split
+// backward (the form the calibration harness records).
 struct MemoryTerms {
   double static_bytes = 0;  // always resident
   double act = 0;           // per micro-batch in flight
   double in_bytes[2] = {};  // per message waiting in the forward / backward receive buffer
 };
 
-// Memory of a stage from its counts, always summed in the same order, so that the value
-// at an instant does not depend on the order in which the changes reached it (and every
-// evaluator agrees to the last bit): static bytes + activations of the micro-batches in
-// flight + the messages waiting in its receive buffers (forward input, then backward).
+// The same for those counts: activations of the micro-batches in flight, then the
+// messages waiting in the forward and the backward receive buffer.
 inline double stage_memory(const MemoryTerms& m, double inflight, double fwd_depth, double bwd_depth) {
-  return m.static_bytes + m.act * inflight + m.in_bytes[0] * fwd_depth + m.in_bytes[1] * bwd_depth;
+  const double bytes[3] = {m.act, m.in_bytes[0], m.in_bytes[1]};
+  const double counts[3] = {inflight, fwd_depth, bwd_depth};
+  return stage_memory(m.static_bytes, bytes, counts, 3);
 }
 
 // The counts of one stage, changed by events in any order.

@@ -8,6 +8,33 @@
 
 namespace adagrouper::sim {
 
+namespace {
+
+// backward_input_s, backward_weight_s and weight_grad_bytes of one profile entry, with
+// their defaults (docs/model.md §14).
+void read_split_backward(const Field& e, ProfilePoint& pt) {
+  const bool has_i = e.has("backward_input_s"), has_w = e.has("backward_weight_s");
+  pt.backward_input_s = has_i ? e.at("backward_input_s").non_negative() : 0.0;
+  pt.backward_weight_s = has_w ? e.at("backward_weight_s").non_negative() : 0.0;
+  for (const auto& [given, key] : {std::pair{has_i && !has_w, "backward_input_s"},
+                                   std::pair{has_w && !has_i, "backward_weight_s"}})
+    if (given && e.at(key).number() > pt.backward_s)
+      e.at(key).fail(fmt::format("must be <= backward_s {} (the other half is backward_s minus it)", pt.backward_s));
+  if (!has_i && !has_w) pt.backward_input_s = pt.backward_weight_s = pt.backward_s / 2;
+  if (has_i && !has_w) pt.backward_weight_s = pt.backward_s - pt.backward_input_s;
+  if (has_w && !has_i) pt.backward_input_s = pt.backward_s - pt.backward_weight_s;
+  pt.weight_grad_bytes = pt.activation_bytes;
+  if (e.has("weight_grad_bytes")) {
+    pt.weight_grad_bytes = e.at("weight_grad_bytes").non_negative();
+    if (pt.weight_grad_bytes > pt.activation_bytes)
+      e.at("weight_grad_bytes")
+          .fail(fmt::format("must be <= activation_bytes {} (W keeps a part of the activations)",
+                            pt.activation_bytes));
+  }
+}
+
+}  // namespace
+
 Pipeline load_pipeline(const std::filesystem::path& path) {
   return parse_pipeline(read_json_file(path), path.string());
 }
@@ -48,6 +75,7 @@ Pipeline parse_pipeline(const nlohmann::json& doc, const std::string& source) {
         pt.grad_output_bytes = e.at("grad_output_bytes").non_negative();
         ++with_grad;
       }
+      read_split_backward(e, pt);
       if (!spec.profile.empty() && pt.micro_batch_size <= spec.profile.back().micro_batch_size)
         e.at("micro_batch_size").fail("profile entries must have strictly increasing micro_batch_size");
       spec.profile.push_back(pt);
@@ -109,6 +137,9 @@ std::vector<StageParams> Pipeline::at(int b, const std::string& what) const {
     p.fwd = in(&ProfilePoint::forward_s);
     p.bwd = in(&ProfilePoint::backward_s);
     p.act = in(&ProfilePoint::activation_bytes);
+    p.bwd_input = in(&ProfilePoint::backward_input_s);
+    p.bwd_weight = in(&ProfilePoint::backward_weight_s);
+    p.wgrad = std::min(in(&ProfilePoint::weight_grad_bytes), p.act);
     p.out = s + 1 < S ? in(&ProfilePoint::output_bytes) : 0.0;
     p.static_bytes = stages[s].static_bytes;
     p.opt = stages[s].optimizer_s;

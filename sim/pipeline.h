@@ -16,6 +16,10 @@ struct ProfilePoint {
   double forward_s = 0, backward_s = 0;
   double activation_bytes = 0, output_bytes = 0;
   std::optional<double> grad_output_bytes;
+  // The halves of a split backward (docs/model.md §14), with the file's defaults applied:
+  // neither given, each is backward_s / 2; one given, the other is backward_s minus it.
+  double backward_input_s = 0, backward_weight_s = 0;
+  double weight_grad_bytes = 0;  // the activations W still needs (default activation_bytes)
 };
 
 struct StageSpec {
@@ -27,6 +31,9 @@ struct StageSpec {
 // What the execution model needs of stage s for one micro-batch size (docs/model.md §1).
 struct StageParams {
   double fwd = 0, bwd = 0;   // nominal durations of F and B
+  double bwd_input = 0;      // nominal duration of I (the gradient with respect to the input)
+  double bwd_weight = 0;     // nominal duration of W (the gradient with respect to the weights)
+  double wgrad = 0;          // bytes of act that W still needs after I (<= act)
   double act = 0;            // bytes F keeps alive until B ends
   double out = 0;            // bytes F sends to s+1 (0 on the last stage)
   double gout = 0;           // bytes B sends to s-1 (0 on the first stage)

@@ -37,6 +37,8 @@ nlohmann::ordered_json summary_json(const SimResult& r) {
   j["micro_batches"] = r.micro_batches;
   j["global_batch_size"] = r.global_batch_size;
   j["stages"] = r.num_stages;
+  j["virtual_stages"] = r.virtual_stages;
+  j["model_stages"] = r.model_stages;
   j["iterations"] = r.iterations;
   j["start_time_s"] = r.start_time_s;
   j["iteration_times_s"] = r.iteration_times_s;
@@ -92,8 +94,12 @@ std::string human_bytes(double b) {
 std::string summary_text(const SimResult& r) {
   std::string out;
   const std::string sched = r.spec.label();
-  out += fmt::format("{}: {} | S={} stages, b={}, M={} micro-batches, B={}, {} iteration{}\n", r.pipeline, sched,
-                     r.num_stages, r.micro_batch_size, r.micro_batches, r.global_batch_size, r.iterations,
+  const std::string stages =
+      r.placement.empty() ? fmt::format("S={} stages", r.num_stages)
+                          : fmt::format("S={} stages x v={} model stages ({} placement)", r.num_stages,
+                                        r.virtual_stages, r.placement);
+  out += fmt::format("{}: {} | {}, b={}, M={} micro-batches, B={}, {} iteration{}\n", r.pipeline, sched, stages,
+                     r.micro_batch_size, r.micro_batches, r.global_batch_size, r.iterations,
                      r.iterations == 1 ? "" : "s");
   out += fmt::format("iteration time   {:.6g} s (mean", r.mean_iteration_time_s());
   if (r.iterations > 1) {
@@ -113,69 +119,6 @@ std::string summary_text(const SimResult& r) {
     out += fmt::format("{:>5}  {:>5.1f}%  {:>12.6g}  {:>9}  {:>12}\n", s.stage, pct, s.bubble_s, s.peak_inflight,
                        human_bytes(s.peak_memory_bytes));
   }
-  return out;
-}
-
-std::string timeline_json(const SimResult& r) {
-  const Timeline& tl = *r.timeline;
-  const int S = r.num_stages;
-  // Threads per stage process: 1 compute; channel ends to and from the neighbours.
-  auto send_tid = [](int from, int to) { return to > from ? 2 : 3; };
-  auto recv_tid = [](int from, int to) { return from < to ? 4 : 5; };
-  constexpr double us = 1e6;
-  std::string out;
-  out.reserve(256 + 200 * (tl.ops.size() + 2 * tl.transfers.size()) + 100 * tl.counters.size());
-  out += "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  bool first = true;
-  auto emit = [&](const std::string& e) {
-    if (!first) out += ",\n";
-    first = false;
-    out += e;
-  };
-  for (int s = 0; s < S; ++s) {
-    const int pid = s + 1;
-    emit(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":"stage {}"}}}})", pid, s));
-    emit(fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})", pid, s));
-    emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":1,"args":{{"name":"compute"}}}})", pid));
-    if (s + 1 < S) {
-      emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":2,"args":{{"name":"send to {}"}}}})", pid, s + 1));
-      emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":5,"args":{{"name":"recv from {}"}}}})", pid, s + 1));
-    }
-    if (s > 0) {
-      emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":3,"args":{{"name":"send to {}"}}}})", pid, s - 1));
-      emit(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":4,"args":{{"name":"recv from {}"}}}})", pid, s - 1));
-    }
-  }
-  for (const auto& o : tl.ops) {
-    emit(fmt::format(
-        R"({{"ph":"X","cat":"{}","name":"{}","pid":{},"tid":1,"ts":{},"dur":{},"args":{{"iteration":{},"micro_batch":{}}}}})",
-        o.op.phase == Phase::Forward ? "forward" : "backward", op_name(o.op), o.stage + 1, o.start * us,
-        (o.end - o.start) * us, o.iteration, o.op.micro_batch));
-  }
-  std::uint64_t flow = 0;
-  for (const auto& t : tl.transfers) {
-    ++flow;
-    const char kind = t.to > t.from ? 'F' : 'B';
-    const std::string name = fmt::format("{}{} {}->{}", kind, t.micro_batch, t.from, t.to);
-    const std::string args =
-        fmt::format(R"("args":{{"iteration":{},"micro_batch":{},"bytes":{}}})", t.iteration, t.micro_batch, t.bytes);
-    emit(fmt::format(
-        R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"bind_id":{},"flow_out":true,{}}})",
-        name, t.from + 1, send_tid(t.from, t.to), t.start * us, (t.end - t.start) * us, flow, args));
-    emit(fmt::format(
-        R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"bind_id":{},"flow_in":true,{}}})",
-        name, t.to + 1, recv_tid(t.from, t.to), t.start * us, (t.end - t.start) * us, flow, args));
-  }
-  for (const auto& c : tl.counters) {
-    if (c.kind == Counter::Memory) {
-      emit(fmt::format(R"({{"ph":"C","name":"memory","pid":{},"ts":{},"args":{{"bytes":{}}}}})", c.stage + 1,
-                       c.time * us, c.value));
-    } else {
-      emit(fmt::format(R"({{"ph":"C","name":"queue from {}","pid":{},"ts":{},"args":{{"messages":{}}}}})", c.peer,
-                       c.stage + 1, c.time * us, c.value));
-    }
-  }
-  out += "\n]}\n";
   return out;
 }
 

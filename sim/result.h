@@ -40,6 +40,8 @@ struct Timeline {
   struct TransferSlice {
     std::int32_t from, to, iteration, micro_batch;
     double start, end, bytes;
+    std::int32_t model_stage;  // of the op that sent it
+    bool gradient;             // a gradient (sent by B or I), else an activation (sent by F)
   };
   // A counter's value from `time` on: the memory of `stage`, or the receive buffer
   // depth on `stage` of the channel from stage `peer` (-1 for memory).
@@ -63,6 +65,9 @@ struct SimResult {
   int micro_batches = 0;
   int global_batch_size = 0;
   int num_stages = 0;
+  int model_stages = 0;       // J
+  int virtual_stages = 1;     // v = J / stages
+  std::string placement;      // "loop", "V" or "as listed" with model stages; "" with one per stage
   int iterations = 0;
   double start_time_s = 0;    // absolute time at which iteration 0 started
   std::optional<double> memory_limit_bytes;

@@ -17,7 +17,7 @@ namespace adagrouper::sim {
 // (nominal, still stretched by the stage's speed trace) instead of the profile's.
 struct OpTiming {
   int iteration = 0;
-  int stage = 0;
+  int stage = 0;  // the model stage (the stage, with one model stage per stage)
   int micro_batch = 0;
   Phase phase = Phase::Forward;
   double duration_s = 0;
@@ -26,7 +26,7 @@ struct OpTiming {
 
 struct Scenario {
   std::string pipeline_name;
-  std::vector<StageParams> model_stages;  // the parameters at the run's micro-batch size, per stage
+  std::vector<StageParams> model_stages;  // the parameters at the run's micro-batch size, per model stage
   Network network;
   Schedule schedule;
   int micro_batch_size = 1;
@@ -40,7 +40,8 @@ struct Scenario {
   // Set with set_op_timings, which validates them.
   std::vector<OpTiming> op_timings;
 
-  int num_stages() const { return static_cast<int>(model_stages.size()); }
+  int num_stages() const { return schedule.num_stages(); }  // D
+  int num_model_stages() const { return static_cast<int>(model_stages.size()); }  // J
   int micro_batches() const { return global_batch_size / micro_batch_size; }
 };
 
@@ -49,9 +50,10 @@ struct Scenario {
 Scenario make_scenario(const Pipeline& pipeline, Network network, Schedule schedule, int micro_batch_size,
                        int iterations);
 
-// Validates and installs measured op durations: stage, micro-batch and phase must exist
-// and each op of an iteration may be listed once; iterations beyond the run are
-// ignored. Errors name `source` and the entry's line.
+// Validates and installs measured op durations: the model stage (OpTiming::stage; with
+// one model stage per stage, the stage), micro-batch and phase must exist and each op of
+// an iteration may be listed once; iterations beyond the run are ignored. Errors name
+// `source` and the entry's line.
 void set_op_timings(Scenario& scenario, std::vector<OpTiming> timings, const std::string& source);
 
 }  // namespace adagrouper::sim

@@ -2,19 +2,24 @@
 // event list (docs/model.md, "Two evaluators").
 //
 // Every time in the model is a maximum of times already known: an op starts at
-// max(end of the previous op on its stage, arrival of its message); a transfer starts at
-// max(end of its producing op, end of the previous transfer on the channel, start of the
-// op that consumed the message Q places earlier). So the times can be computed in any
-// order that respects those dependencies, not only in time order. This evaluator
-// advances each stage as far as its inputs allow (a work list of stages whose input
-// changed), pushing each produced message through its channel at once; when a stage has
-// finished the iteration it replays the stage's memory, in-flight and queue-depth
-// changes in time order from the recorded times (a few sorted streams, no heap).
+// max(end of the previous op on its stage, arrival of its message or end of the local op
+// it waits for); a transfer starts at max(end of its producing op, end of the previous
+// transfer on the channel, start of the op that consumed the message Q places earlier).
+// So the times can be computed in any order that respects those dependencies, not only
+// in time order. This evaluator advances each stage as far as its inputs allow (a work
+// list of stages whose input changed), pushing each produced message through its
+// channel at once; when a stage has finished the iteration it replays the stage's
+// memory, in-flight and queue-depth changes in time order from the recorded times (a
+// few sorted streams, no heap).
+//
+// Dynamic W fill fits the same scheme: a stage decides between a pending W and its next
+// listed op only from that op's ready time, which W ops never change (they send
+// nothing), so the decision is made as soon as the ready time is known.
 //
 // It gives the same numbers as the event engine, to the last bit: every rate and speed
 // cursor sees the same queries in the same order (a channel's transfers and a stage's
 // ops are evaluated in their own order in both), and the levels' peaks do not depend on
-// the order of changes at one instant (levels.h). Tests check that on seeded random
+// the order of changes at one instant (accounting.h). Tests check that on seeded random
 // scenarios. It records no timeline; deadlocks and rates that stay 0 forever are left
 // to the event engine, which reports them (simulate() runs it when this one gives up).
 #include <algorithm>
@@ -32,21 +37,19 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The peaks of a stage's memory, micro-batches in flight and receive-buffer depths, and
-// the time of its last level change.
-struct StageLevels {
-  double last_t = 0;
-  double peak_memory = 0, peak_inflight = 0, peak_fwd_depth = 0, peak_bwd_depth = 0;
-};
-
 struct StageRun {
   std::uint32_t begin = 0, end = 0;
-  std::uint32_t next = 0;  // absolute index of the next op to evaluate
+  std::uint32_t next = 0;  // absolute index of the next listed op to evaluate
   double free = 0;         // end of the previous op
   bool queued = false;     // on the work list
   RateCursor speed;
   double busy_s = 0;
-  StageLevels levels;  // replayed when the stage finishes an iteration
+  // Dynamic W fill: its pending W ops (a FIFO in pending_) and the order it ran its ops
+  // in (in executed_), both from `pending` / `executed` on.
+  std::uint32_t pending = 0, pending_head = 0, pending_tail = 0;
+  std::uint32_t executed = 0, executed_end = 0;
+  double last_t = 0;  // time of its last level change (replay_levels)
+  double peak_memory = 0, peak_inflight = 0;
 };
 
 struct ChannelRun {
@@ -56,6 +59,89 @@ struct ChannelRun {
   double free = 0;             // end of the previous transfer
   RateCursor rate;
   double busy_s = 0;
+  double peak_depth = 0;
+};
+
+// The replay of one stage's levels (memory, micro-batches in flight, receive-buffer
+// depths) in time order from its recorded times, once it has finished the iteration
+// (every message it consumes has arrived then): its ops' starts (a consumed message
+// leaves its buffer, a forward's activations arrive), its backward ops' ends (their
+// activations leave), and the arrivals on its input channels. The peaks take the values
+// that settle when time moves on (accounting.h), for all of the stage's levels at once.
+// Between two op events only arrivals happen, and they only increase the levels, so of
+// the values they settle at the last is the largest: the arrivals before an op event are
+// counted, the peaks are taken once, then the arrivals at the event's own instant join it.
+class StageReplay {
+ public:
+  // One input channel of the stage, as the replay reads it.
+  struct Input {
+    std::uint32_t channel, arrivals, first, n;  // n: arrivals counted so far
+    std::int32_t depth;                          // messages waiting
+  };
+
+  // `inputs` has room for the stage's input channels.
+  StageReplay(const Program& prog, std::uint32_t s, std::vector<double>& counts, const std::vector<double>& arrival,
+              const std::vector<ChannelRun>& channels, Input* inputs)
+      : prog_(prog), ps_(prog.stages[s]), counts_(&counts[ps_.terms]), arrival_(arrival), in_(inputs) {
+    std::fill(counts_, counts_ + ps_.nterms, 0.0);
+    for (std::uint32_t k = 0; k < ps_.ninputs; ++k) {
+      const std::uint32_t c = prog.inputs[ps_.inputs + k];
+      in_[k] = {c, channels[c].arrivals, prog.channels[c].first, 0, 0};
+    }
+  }
+
+  // Brings the levels to an op event at time t.
+  void until(double t, double& last_t, double& peak_memory, double& peak_inflight, std::vector<ChannelRun>& chans) {
+    bool arrived = false;
+    for (std::uint32_t k = 0; k < ps_.ninputs; ++k)
+      for (Input& in = in_[k]; arrival_[in.arrivals + in.n] < t; arrived = true) arrive(in);
+    if (arrived || t > last_t) settle(peak_memory, peak_inflight, chans);
+    for (std::uint32_t k = 0; k < ps_.ninputs; ++k)
+      for (Input& in = in_[k]; arrival_[in.arrivals + in.n] == t;) arrive(in);
+    last_t = t;
+  }
+
+  void start(const OpClass& c) {
+    if (c.in < kLocal) {
+      counts_[c.slot_term] -= 1;
+      in_[c.input].depth -= 1;
+    }
+    if (c.phase == Phase::Forward) {
+      counts_[c.act_term] += 1;
+      ++inflight_;
+    }
+  }
+
+  void end(const OpClass& c) {
+    if (c.phase == Phase::BackwardInput) {
+      counts_[c.act_term] -= 1;
+      counts_[c.act_term + 1] += 1;
+      return;
+    }
+    counts_[c.phase == Phase::Backward ? c.act_term : c.act_term + 1] -= 1;
+    --inflight_;
+  }
+
+  void settle(double& peak_memory, double& peak_inflight, std::vector<ChannelRun>& chans) const {
+    peak_memory = std::max(peak_memory, stage_memory(ps_.static_bytes, &prog_.terms[ps_.terms], counts_, ps_.nterms));
+    peak_inflight = std::max(peak_inflight, static_cast<double>(inflight_));
+    for (std::uint32_t k = 0; k < ps_.ninputs; ++k)
+      chans[in_[k].channel].peak_depth = std::max(chans[in_[k].channel].peak_depth, static_cast<double>(in_[k].depth));
+  }
+
+ private:
+  void arrive(Input& in) {
+    counts_[prog_.msg_term[in.first + in.n]] += 1;
+    ++in.depth;
+    ++in.n;
+  }
+
+  const Program& prog_;
+  const ProgramStage& ps_;
+  double* counts_;
+  const std::vector<double>& arrival_;
+  Input* in_;
+  std::int32_t inflight_ = 0;
 };
 
 class Dataflow {
@@ -65,24 +151,32 @@ class Dataflow {
     stages_.resize(S_);
     for (std::uint32_t s = 0; s < S_; ++s) {
       StageRun& st = stages_[s];
-      st.begin = prog_.stages[s].begin;
-      st.end = prog_.stages[s].end;
+      const ProgramStage& ps = prog_.stages[s];
+      st.begin = ps.begin;
+      st.end = ps.end;
       st.speed = RateCursor(sc.network.speed(s));
-      st.levels.peak_memory = prog_.stages[s].memory.static_bytes;
+      st.peak_memory = ps.static_bytes;
+      st.pending = static_cast<std::uint32_t>(pending_.size());
+      pending_.resize(pending_.size() + (ps.w_end - ps.w_begin));
+      st.executed = static_cast<std::uint32_t>(executed_.size());
+      if (prog_.dynamic_w) executed_.resize(executed_.size() + (ps.w_end - ps.begin));
     }
     channels_.resize(prog_.channels.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ProgramChannel& pc = prog_.channels[c];
-      if (!pc.spec->unlimited()) channels_[c].rate = RateCursor(*pc.spec->rate);
+      if (!pc.unlimited) channels_[c].rate = RateCursor(*pc.spec->rate);
     }
     start_.resize(prog_.ops.size());
     end_.resize(prog_.ops.size());
-    // Each channel's arrivals followed by +inf (a sentinel for replay_levels), and one
-    // more +inf for stages without an input channel.
-    arrival_.assign(prog_.producer.size() + channels_.size() + 1, kInf);
+    // Each channel's arrivals followed by +inf (a sentinel for replay_levels).
+    arrival_.assign(prog_.producer.size() + channels_.size(), kInf);
     for (std::size_t c = 0; c < channels_.size(); ++c)
       channels_[c].arrivals = static_cast<std::uint32_t>(prog_.channels[c].first + c);
     consumed_at_.resize(prog_.producer.size());
+    counts_.resize(prog_.terms.size());
+    std::uint32_t most_inputs = 0;
+    for (const ProgramStage& ps : prog_.stages) most_inputs = std::max(most_inputs, ps.ninputs);
+    inputs_.resize(most_inputs);
     work_.reserve(S_);
   }
 
@@ -97,23 +191,29 @@ class Dataflow {
       r.iteration_times_s.push_back(end - t);
       t = end;
     }
-    r.compute_ops = static_cast<std::uint64_t>(prog_.ops.size()) * sc_.iterations;
+    r.compute_ops = static_cast<std::uint64_t>(ops_per_iteration()) * sc_.iterations;
     r.transfers = static_cast<std::uint64_t>(prog_.producer.size()) * sc_.iterations;
     std::vector<StageTotals> stages(S_);
     std::vector<ChannelTotals> channels(channels_.size());
-    for (std::uint32_t s = 0; s < S_; ++s) {
-      const StageRun& st = stages_[s];
-      const ProgramStage& ps = prog_.stages[s];
-      stages[s] = {st.busy_s, st.levels.peak_inflight, st.levels.peak_memory};
-      if (ps.in[0] != kNoChannel) channels[ps.in[0]].peak_queue_depth = st.levels.peak_fwd_depth;
-      if (ps.in[1] != kNoChannel) channels[ps.in[1]].peak_queue_depth = st.levels.peak_bwd_depth;
-    }
-    for (std::size_t c = 0; c < channels_.size(); ++c) channels[c].busy_s = channels_[c].busy_s;
+    for (std::uint32_t s = 0; s < S_; ++s)
+      stages[s] = {stages_[s].busy_s, stages_[s].peak_inflight, stages_[s].peak_memory};
+    for (std::size_t c = 0; c < channels_.size(); ++c) channels[c] = {channels_[c].busy_s, channels_[c].peak_depth};
     fill_result(sc_, prog_, t - sc_.start_time_s, stages, channels, r);
     return r;
   }
 
  private:
+  // Listed ops plus, with dynamic W fill, the W ops (one per I).
+  std::size_t ops_per_iteration() const {
+    std::size_t n = 0;
+    for (const ProgramStage& ps : prog_.stages) {
+      n += ps.end - ps.begin;
+      if (!prog_.dynamic_w) continue;
+      for (std::uint32_t i = ps.begin; i < ps.end; ++i) n += ps.cls(prog_.classes, prog_.ops[i]).phase == Phase::BackwardInput;
+    }
+    return n;
+  }
+
   // Computes every op's and message's times for one iteration starting at t0. False when
   // it cannot finish (a dependency cycle, or a rate or speed that stays 0 forever).
   bool run_iteration(double t0, double& end) {
@@ -123,6 +223,8 @@ class Dataflow {
       st.next = st.begin;
       st.free = t0;
       st.queued = true;
+      st.pending_head = st.pending_tail = st.pending;
+      st.executed_end = st.executed;
       work_.push_back(s);  // stage 0 is evaluated first
     }
     for (ChannelRun& ch : channels_) {
@@ -139,7 +241,7 @@ class Dataflow {
     for (std::uint32_t s = 0; s < S_; ++s) {
       const StageRun& st = stages_[s];
       if (st.next != st.end) return false;  // stuck: a dependency cycle
-      end = std::max(end, st.free + sc_.model_stages[s].opt);
+      end = std::max(end, st.free + prog_.stages[s].opt);
     }
     return true;
   }
@@ -152,46 +254,82 @@ class Dataflow {
     }
   }
 
+  // Times op i of stage s from `start`; false when its speed stays 0 forever.
+  bool run_op(std::uint32_t s, std::uint32_t i, const OpClass& c, double start) {
+    StageRun& st = stages_[s];
+    const ProgramStage& ps = prog_.stages[s];
+    const double duration = durations_.has() ? durations_.at(i) : c.nominal;
+    double end;
+    if (ps.unit_speed) {
+      end = start + duration;
+    } else {
+      end = st.speed.finish(start, duration);
+      if (end == kNever) return false;
+    }
+    start_[i] = start;
+    end_[i] = end;
+    st.busy_s += end - start;
+    st.free = end;
+    if (prog_.dynamic_w) {
+      executed_[st.executed_end++] = i;
+      if (c.phase == Phase::BackwardInput)
+        pending_[st.pending_tail++] = ps.w_begin + (c.act_term / 2u) * prog_.micro_batches + prog_.ops[i].micro_batch;
+    }
+    return true;
+  }
+
+  // Runs the oldest pending W op.
+  bool run_pending_w(std::uint32_t s) {
+    StageRun& st = stages_[s];
+    const std::uint32_t w = pending_[st.pending_head++];
+    return run_op(s, w, prog_.stages[s].cls(prog_.classes, prog_.ops[w]), st.free);
+  }
+
+  // Dynamic W fill before a listed op ready at `ready` (docs/model.md §14): the oldest
+  // pending W while the stage holds P of them or the op is not ready yet.
+  bool fill_w(std::uint32_t s, double ready) {
+    StageRun& st = stages_[s];
+    for (std::uint32_t n = st.pending_tail - st.pending_head; n > 0; --n) {
+      if (n < prog_.max_pending_w && ready <= st.free) break;
+      if (!run_pending_w(s)) return false;
+    }
+    return true;
+  }
+
+  // When the input of listed op i is known: its ready time; else nullopt (wait).
+  std::optional<double> ready_time(const StageRun& st, std::uint32_t i, const ProgramOp& op, const OpClass& c) const {
+    if (c.in == kNoChannel) return t0_;
+    if (c.in == kLocal) {
+      if (i - st.begin <= op.dep) return std::nullopt;  // ordered after it: never
+      return end_[st.begin + op.dep];
+    }
+    if (channels_[c.in].next <= op.dep) return std::nullopt;  // its message has not arrived
+    return arrival_[channels_[c.in].arrivals + op.dep];
+  }
+
   // Evaluates stage s's ops in order until one's input is not known yet.
   bool advance_stage(std::uint32_t s) {
     StageRun& st = stages_[s];
     if (st.next == st.end) return true;  // finished (and its levels replayed) already
     const ProgramStage& ps = prog_.stages[s];
-    const bool timed = durations_.has();
     while (st.next < st.end) {
       const std::uint32_t i = st.next;
       const ProgramOp op = prog_.ops[i];
-      const std::uint32_t in = ps.in_channel(op);
-      double ready = t0_;
-      if (in != kNoChannel) {
-        if (channels_[in].next <= op.dep_index) return true;  // its message has not arrived
-        ready = arrival_[channels_[in].arrivals + op.dep_index];
-      } else if (op.backward) {
-        if (i - st.begin <= op.dep_index) return true;  // last stage: F(S-1, m) is ordered after it
-        ready = end_[st.begin + op.dep_index];
-      }
-      const double start = std::max(st.free, ready);
-      const double duration = timed ? durations_.at(i) : ps.duration(op);
-      double end;
-      if (ps.unit_speed) {
-        end = start + duration;
-      } else {
-        end = st.speed.finish(start, duration);
-        if (end == kNever) return false;
-      }
-      start_[i] = start;
-      end_[i] = end;
-      st.busy_s += end - start;
-      st.free = end;
+      const OpClass& c = ps.cls(prog_.classes, op);
+      const std::optional<double> ready = ready_time(st, i, op, c);
+      if (!ready) return true;
+      if (prog_.dynamic_w && !fill_w(s, *ready)) return false;
+      if (!run_op(s, i, c, std::max(st.free, *ready))) return false;
       st.next = i + 1;
-      if (in != kNoChannel && prog_.channels[in].capacity > 0) {
-        consumed_at_[prog_.channels[in].first + op.dep_index] = start;
-        ++channels_[in].consumed;
-        if (!advance_channel(in)) return false;  // may free capacity
+      if (c.in < kLocal && prog_.channels[c.in].capacity > 0) {
+        consumed_at_[prog_.channels[c.in].first + op.dep] = start_[i];
+        ++channels_[c.in].consumed;
+        if (!advance_channel(c.in)) return false;  // may free capacity
       }
-      const std::uint32_t out = ps.out_channel(op);
-      if (out != kNoChannel && !advance_channel(out)) return false;
+      if (c.out != kNoChannel && !advance_channel(c.out)) return false;
     }
+    while (st.pending_head != st.pending_tail)  // the remaining W ops, back to back
+      if (!run_pending_w(s)) return false;
     // Done for this iteration: every message it consumes has arrived, so its levels can
     // be replayed now, while its times are still in cache.
     replay_levels(s);
@@ -215,9 +353,10 @@ class Dataflow {
         start = std::max(start, consumed_at_[pc.first + ch.next - pc.capacity]);
       }
       const double t_lat = start + pc.latency_s;
+      const double bytes = prog_.msg_bytes[pc.first + ch.next];
       double end = t_lat;
-      if (!pc.unlimited) {
-        end = ch.rate.finish(t_lat, pc.bytes);
+      if (!pc.unlimited && bytes != 0) {
+        end = ch.rate.finish(t_lat, bytes);
         if (end == kNever) return false;
       }
       arrival_[ch.arrivals + ch.next] = end;
@@ -229,66 +368,7 @@ class Dataflow {
     return true;
   }
 
-  // Replays stage s's level changes of one iteration in time order, once the stage has
-  // finished the iteration (every message it consumes has arrived then): its ops' starts
-  // (a consumed message leaves its buffer, a forward's activations arrive), its
-  // backwards' ends (their activations leave), and the arrivals on its two input
-  // channels. The peaks take the values that settle when time moves on (levels.h), for
-  // all of the stage's levels at once. Between two op events only arrivals happen, and
-  // they only increase the levels, so of the values they settle at the last is the
-  // largest: the arrivals before an op event are counted (two sorted streams, no merge),
-  // the peaks are taken once, then the arrivals at the event's own instant join it.
-  void replay_levels(std::uint32_t s) {
-    StageRun& st = stages_[s];
-    StageLevels& lv = st.levels;
-    const ProgramStage& ps = prog_.stages[s];
-    const std::uint32_t cf = ps.in[0], cb = ps.in[1];
-    // Each ends with +inf: no bounds checks below.
-    const double* fa = &arrival_[cf == kNoChannel ? arrival_.size() - 1 : channels_[cf].arrivals];
-    const double* ba = &arrival_[cb == kNoChannel ? arrival_.size() - 1 : channels_[cb].arrivals];
-    // Arrived and consumed messages per input channel, micro-batches in flight.
-    std::uint32_t f = 0, b = 0, used_f = 0, used_b = 0, inflight = 0;
-    double last_t = lv.last_t;
-    auto settle = [&] {
-      const double fd = f - used_f, bd = b - used_b, in = inflight;
-      lv.peak_memory = std::max(lv.peak_memory, stage_memory(ps.memory, in, fd, bd));
-      lv.peak_inflight = std::max(lv.peak_inflight, in);
-      lv.peak_fwd_depth = std::max(lv.peak_fwd_depth, fd);
-      lv.peak_bwd_depth = std::max(lv.peak_bwd_depth, bd);
-    };
-    // Brings the levels to an op event at time t: the arrivals before t settle (the
-    // peaks are taken), those at t join the event.
-    auto until = [&](double t) {
-      const std::uint32_t f0 = f, b0 = b;
-      std::uint32_t at_f = 0, at_b = 0;
-      for (; fa[f] <= t; ++f) at_f += fa[f] == t;
-      for (; ba[b] <= t; ++b) at_b += ba[b] == t;
-      if (f - at_f != f0 || b - at_b != b0 || t > last_t) {
-        f -= at_f;
-        b -= at_b;
-        settle();
-        f += at_f;
-        b += at_b;
-      }
-      last_t = t;
-    };
-    for (std::uint32_t i = st.begin; i < st.end; ++i) {
-      const ProgramOp op = prog_.ops[i];
-      until(start_[i]);
-      if (op.backward) {
-        used_b += cb != kNoChannel;
-        until(end_[i]);
-        --inflight;
-      } else {
-        used_f += cf != kNoChannel;
-        ++inflight;
-      }
-    }
-    // Every message is consumed by an op, so nothing arrives after the last op event;
-    // the final values (no micro-batch in flight, empty buffers) are the floor of the peaks.
-    settle();
-    lv.last_t = last_t;
-  }
+  void replay_levels(std::uint32_t s);
 
   const Scenario& sc_;
   const Program& prog_;
@@ -297,11 +377,37 @@ class Dataflow {
   double t0_ = 0;
   std::vector<StageRun> stages_;
   std::vector<ChannelRun> channels_;
-  std::vector<double> start_, end_;           // per op of the iteration (index into Program::ops)
-  std::vector<double> arrival_;      // per message: ChannelRun::arrivals + n
-  std::vector<double> consumed_at_;  // per message (index into Program::producer)
-  std::vector<std::uint32_t> work_;           // stages whose input changed
+  std::vector<double> start_, end_;       // per op of the iteration (index into Program::ops)
+  std::vector<double> arrival_;           // per message: ChannelRun::arrivals + n
+  std::vector<double> consumed_at_;       // per message (index into Program::producer)
+  std::vector<double> counts_;            // per memory term (replay_levels)
+  std::vector<std::uint32_t> pending_;    // dynamic W fill: pending W ops, per stage
+  std::vector<std::uint32_t> executed_;   // dynamic W fill: ops in the order they ran, per stage
+  std::vector<std::uint32_t> work_;       // stages whose input changed
+  std::vector<StageReplay::Input> inputs_;  // room for a stage's input channels (replay_levels)
 };
+
+void Dataflow::replay_levels(std::uint32_t s) {
+  StageRun& st = stages_[s];
+  const ProgramStage& ps = prog_.stages[s];
+  StageReplay r(prog_, s, counts_, arrival_, channels_, inputs_.data());
+  auto op_at = [&](std::uint32_t i) {
+    const OpClass& c = ps.cls(prog_.classes, prog_.ops[i]);
+    r.until(start_[i], st.last_t, st.peak_memory, st.peak_inflight, channels_);
+    r.start(c);
+    if (c.phase == Phase::Forward) return;
+    r.until(end_[i], st.last_t, st.peak_memory, st.peak_inflight, channels_);
+    r.end(c);
+  };
+  if (prog_.dynamic_w) {
+    for (std::uint32_t e = st.executed; e < st.executed_end; ++e) op_at(executed_[e]);
+  } else {
+    for (std::uint32_t i = st.begin; i < st.end; ++i) op_at(i);
+  }
+  // Every message is consumed by an op, so nothing arrives after the last op event; the
+  // final values (nothing in flight, empty buffers) are the floor of the peaks.
+  r.settle(st.peak_memory, st.peak_inflight, channels_);
+}
 
 }  // namespace
 

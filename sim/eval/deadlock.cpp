@@ -16,6 +16,7 @@ using eval::Program;
 using eval::ProgramStage;
 using eval::ProgramChannel;
 using eval::build_program;
+using eval::kLocal;
 using eval::kNoChannel;
 using eval::ProgramOp;
 
@@ -60,8 +61,8 @@ std::vector<std::string> find_dependency_cycle(const Scenario& sc) {
       if (msg >= 0) {
         boost::add_edge(nops + static_cast<std::size_t>(msg), i, g);
         consumer[static_cast<std::size_t>(msg)] = i;
-      } else if (p.ops[i].backward) {
-        boost::add_edge(ps.begin + p.ops[i].dep_index, i, g);
+      } else if (ps.cls(p.classes, p.ops[i]).in == kLocal) {
+        boost::add_edge(ps.begin + p.ops[i].dep, i, g);
       }
     }
   }
@@ -89,20 +90,23 @@ std::vector<std::string> find_dependency_cycle(const Scenario& sc) {
       path.push_back(v);
     }
     std::reverse(path.begin(), path.end());
+    const bool model_stages = !sc.schedule.placement.empty();
+    auto op_text = [&](const Op& op) { return model_stages ? action_name(op) : op_name(op); };
     auto name = [&](Vertex v) -> std::string {
       if (v < nops) {
         const auto it = std::find_if(p.stages.begin(), p.stages.end(),
-                                     [&](const ProgramStage& st) { return v >= st.begin && v < st.end; });
-        return fmt::format("stage {} {}", it - p.stages.begin(), op_name({p.ops[v].phase(), p.ops[v].micro_batch}));
+                                     [&](const ProgramStage& st) { return v >= st.begin && v < st.w_end; });
+        const auto s = static_cast<std::uint32_t>(it - p.stages.begin());
+        return fmt::format("stage {} {}", s, op_text(p.op_of(s, p.ops[v])));
       }
       const std::size_t m = v - nops;
       const auto it = std::find_if(p.channels.begin(), p.channels.end(), [&](const ProgramChannel& c) {
         return m >= c.first && m < c.first + c.count;
       });
-      const ProgramOp& producer = p.ops[p.stages[it->sender].begin + p.producer[m]];
+      const Op producer = p.op_of(it->sender, p.ops[p.stages[it->sender].begin + p.producer[m]]);
       return fmt::format("{} of micro-batch {} on channel {} -> {}",
-                         it->receiver > it->sender ? "activation" : "gradient", producer.micro_batch, it->sender,
-                         it->receiver);
+                         producer.phase == Phase::Forward ? "activation" : "gradient", producer.micro_batch,
+                         it->sender, it->receiver);
     };
     for (Vertex v : path) cycle.push_back(name(v));
     cycle.push_back(name(path.front()));

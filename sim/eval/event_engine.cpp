@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -19,16 +18,19 @@ namespace adagrouper::sim::eval {
 namespace {
 
 struct StageState {
-  std::uint32_t begin = 0, end = 0;  // this stage's ops in Program::ops
-  std::uint32_t next = 0;            // absolute index of the next op to start
-  std::uint32_t done = 0;            // ops completed this iteration
+  std::uint32_t begin = 0, end = 0;  // this stage's listed ops in Program::ops
+  std::uint32_t next = 0;            // absolute index of the next listed op
+  std::uint32_t done = 0;            // listed ops completed this iteration
+  std::uint32_t running = 0;         // the op it runs (listed, or in its W region)
   bool busy = false;
+  bool deciding = false;             // a decision between a W op and its next op is scheduled
   double op_start = 0;
   double finished_at = 0;
   RateCursor speed;
   Level mem, inflight;
   double last_mem_recorded = -1;
   double busy_s = 0;
+  std::uint32_t pending = 0, pending_head = 0, pending_tail = 0;  // dynamic W fill: its FIFO in pending_
 };
 
 struct ChannelState {
@@ -46,23 +48,25 @@ class Engine {
  public:
   Engine(const Scenario& sc, const Program& prog, const SimOptions& opt)
       : sc_(sc), prog_(prog), S_(sc.num_stages()), record_(opt.timeline), durations_(sc_, prog_) {
-    if (static_cast<std::uint64_t>(3) * S_ >= EventList::kMaxTargets)
-      throw InputError(fmt::format("the pipeline has {} stages; the engine supports fewer than {}", S_,
-                                   EventList::kMaxTargets / 3));
+    if (static_cast<std::uint64_t>(S_) + prog_.channels.size() >= EventList::kMaxTargets)
+      throw InputError(fmt::format("the pipeline has {} stages and {} channels; the engine supports fewer than {} in all",
+                                   S_, prog_.channels.size(), EventList::kMaxTargets));
     stages_.resize(S_);
+    counts_.assign(prog_.terms.size(), 0.0);
     for (int s = 0; s < S_; ++s) {
       auto& st = stages_[s];
-      st.begin = prog_.stages[s].begin;
-      st.end = prog_.stages[s].end;
+      const ProgramStage& ps = prog_.stages[s];
+      st.begin = ps.begin;
+      st.end = ps.end;
       st.speed = RateCursor(sc.network.speed(s));
-      st.mem.cur = st.mem.peak = prog_.stages[s].memory.static_bytes;
+      st.mem.cur = st.mem.peak = ps.static_bytes;
+      st.pending = static_cast<std::uint32_t>(pending_.size());
+      pending_.resize(pending_.size() + (ps.w_end - ps.w_begin));
     }
     channels_.resize(prog_.channels.size());
     events_ = EventList(static_cast<std::uint32_t>(stages_.size() + channels_.size()));
-    for (std::size_t c = 0; c < channels_.size(); ++c) {
-      const ChannelSpec& spec = *prog_.channels[c].spec;
-      if (!spec.unlimited()) channels_[c].rate = RateCursor(*spec.rate);
-    }
+    for (std::size_t c = 0; c < channels_.size(); ++c)
+      if (!prog_.channels[c].unlimited) channels_[c].rate = RateCursor(*prog_.channels[c].spec->rate);
     if (record_) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
       timeline_.transfers.reserve(prog_.producer.size() * sc.iterations);
@@ -90,6 +94,7 @@ class Engine {
       st.next = st.begin;
       st.done = 0;
       st.finished_at = t0;
+      st.pending_head = st.pending_tail = st.pending;
     }
     for (auto& ch : channels_) ch.next = ch.delivered = ch.consumed = 0;
     for (int s = 0; s < S_; ++s) try_start_stage(static_cast<std::uint32_t>(s), t0);
@@ -97,10 +102,12 @@ class Engine {
     const std::uint32_t nstages = static_cast<std::uint32_t>(S_);
     while (!events_.empty()) {
       const Event e = events_.pop();
-      if (e.target < nstages) {
-        op_end(e.target, e.time);
-      } else {
+      if (e.target >= nstages) {
         transfer_end(e.target - nstages, e.time);
+      } else if (stages_[e.target].deciding) {
+        decide(e.target, e.time);
+      } else {
+        op_end(e.target, e.time);
       }
     }
 
@@ -108,37 +115,67 @@ class Engine {
     for (int s = 0; s < S_; ++s) {
       const auto& st = stages_[s];
       if (st.next != st.end) throw SimError(deadlock_report());
-      end = std::max(end, st.finished_at + sc_.model_stages[s].opt);
+      end = std::max(end, st.finished_at + prog_.stages[s].opt);
     }
     return end;
   }
 
   // --- stages ---------------------------------------------------------------
 
+  bool ready(const StageState& st, const ProgramOp& op, const OpClass& c) const {
+    if (c.in == kLocal) return st.done > op.dep;
+    return c.in == kNoChannel || channels_[c.in].delivered > op.dep;
+  }
+
+  // Starts what the stage runs next (docs/model.md §14 for dynamic W fill): the oldest
+  // pending W when it holds P of them or has no listed op left, else its next listed op
+  // when that is ready; if it is not and a W is pending, the choice waits until every
+  // event of this instant has happened (the op may become ready at this very time).
   void try_start_stage(std::uint32_t s, double now) {
     StageState& st = stages_[s];
-    if (st.busy || st.next == st.end) return;
+    if (st.busy) return;
+    const std::uint32_t pending = st.pending_tail - st.pending_head;
+    if (pending > 0 && (pending >= prog_.max_pending_w || st.next == st.end)) return start_op(s, pending_[st.pending_head], now);
+    if (st.next == st.end) return;
     const ProgramOp op = prog_.ops[st.next];
+    if (ready(st, op, prog_.stages[s].cls(prog_.classes, op))) return start_op(s, st.next, now);
+    if (pending > 0 && !st.deciding) {
+      st.deciding = true;
+      events_.push_last(now, s);
+    }
+  }
+
+  // The decision try_start_stage deferred: nothing else happens at this instant any more.
+  void decide(std::uint32_t s, double now) {
+    StageState& st = stages_[s];
+    st.deciding = false;
+    const ProgramOp op = prog_.ops[st.next];
+    start_op(s, ready(st, op, prog_.stages[s].cls(prog_.classes, op)) ? st.next : pending_[st.pending_head], now);
+  }
+
+  void start_op(std::uint32_t s, std::uint32_t index, double now) {
+    StageState& st = stages_[s];
     const ProgramStage& ps = prog_.stages[s];
-    const std::uint32_t in = ps.in_channel(op);
-    if (in != kNoChannel) {
-      if (channels_[in].delivered <= op.dep_index) return;  // its message has not arrived
-    } else if (op.backward && st.done <= op.dep_index) {
-      return;  // last stage: F(S-1, m) has not ended
-    }
+    const ProgramOp op = prog_.ops[index];
+    const OpClass& c = ps.cls(prog_.classes, op);
     st.busy = true;
+    st.deciding = false;
     st.op_start = now;
-    if (in != kNoChannel) {
-      ++channels_[in].consumed;
-      queue_change(in, now, -1);
+    st.running = index;
+    if (index >= ps.w_begin && index < ps.w_end) ++st.pending_head;
+    if (c.in < kLocal) {
+      ++channels_[c.in].consumed;
+      queue_change(c.in, now, -1);
+      counts_[ps.terms + c.slot_term] -= 1;
       mem_update(s, now);
-      try_start_channel(in, now);  // may free capacity
+      try_start_channel(c.in, now);  // may free capacity
     }
-    if (!op.backward) {
+    if (c.phase == Phase::Forward) {
+      counts_[ps.terms + c.act_term] += 1;
       st.inflight.change(now, 1);
       mem_update(s, now);
     }
-    const double duration = durations_.has() ? durations_.at(st.next) : ps.duration(op);
+    const double duration = durations_.has() ? durations_.at(index) : c.nominal;
     double end;
     if (ps.unit_speed) {
       end = now + duration;
@@ -149,25 +186,44 @@ class Engine {
     events_.push(end, s);
   }
 
+  // What an op's end releases (docs/model.md §14): B its activations, I all but what W
+  // needs (W becomes pending under dynamic fill), W the rest.
+  void release(std::uint32_t s, const ProgramOp& op, const OpClass& c, double now) {
+    StageState& st = stages_[s];
+    const ProgramStage& ps = prog_.stages[s];
+    double* counts = &counts_[ps.terms];
+    if (c.phase == Phase::Forward) return;
+    if (c.phase == Phase::Backward) {
+      counts[c.act_term] -= 1;
+      st.inflight.change(now, -1);
+    } else if (c.phase == Phase::BackwardInput) {
+      counts[c.act_term] -= 1;
+      counts[c.act_term + 1] += 1;
+      if (prog_.dynamic_w)
+        pending_[st.pending_tail++] =
+            ps.w_begin + static_cast<std::uint32_t>(c.act_term / 2) * prog_.micro_batches + op.micro_batch;
+    } else {
+      counts[c.act_term + 1] -= 1;
+      st.inflight.change(now, -1);
+    }
+    mem_update(s, now);
+  }
+
   void op_end(std::uint32_t s, double now) {
     StageState& st = stages_[s];
-    const ProgramOp op = prog_.ops[st.next];
-    const ProgramStage& ps = prog_.stages[s];
+    const ProgramOp op = prog_.ops[st.running];
+    const OpClass& c = prog_.stages[s].cls(prog_.classes, op);
     st.busy = false;
     st.busy_s += now - st.op_start;
-    if (record_)
-      timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, {op.phase(), op.micro_batch},
-                               st.op_start, now});
-    ++st.next;
-    ++st.done;
-    ++result_.compute_ops;
-    if (op.backward) {
-      st.inflight.change(now, -1);
-      mem_update(s, now);
+    if (record_) timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, prog_.op_of(s, op), st.op_start, now});
+    if (st.running == st.next) {
+      ++st.next;
+      ++st.done;
     }
-    const std::uint32_t out = ps.out_channel(op);
-    if (out != kNoChannel) try_start_channel(out, now);
-    if (st.next == st.end) {
+    ++result_.compute_ops;
+    release(s, op, c, now);
+    if (c.out != kNoChannel) try_start_channel(c.out, now);
+    if (st.next == st.end && st.pending_head == st.pending_tail) {
       st.finished_at = now;
     } else {
       try_start_stage(s, now);
@@ -176,9 +232,10 @@ class Engine {
 
   // --- channels ---------------------------------------------------------------
 
-  // Micro-batch of the channel's n-th message.
-  std::int32_t message_micro_batch(const ProgramChannel& pc, std::uint32_t n) const {
-    return prog_.ops[prog_.stages[pc.sender].begin + prog_.producer[pc.first + n]].micro_batch;
+  // The op that produced the channel's n-th message.
+  Op message_op(const ProgramChannel& pc, std::uint32_t n) const {
+    const std::uint32_t sender = pc.sender;
+    return prog_.op_of(sender, prog_.ops[prog_.stages[sender].begin + prog_.producer[pc.first + n]]);
   }
 
   void try_start_channel(std::uint32_t c, double now) {
@@ -191,9 +248,10 @@ class Engine {
     ch.busy = true;
     ch.start = now;
     const double t_lat = now + pc.latency_s;
+    const double bytes = prog_.msg_bytes[pc.first + ch.next];
     double end = t_lat;
-    if (!pc.unlimited) {
-      end = ch.rate.finish(t_lat, pc.bytes);
+    if (!pc.unlimited && bytes != 0) {
+      end = ch.rate.finish(t_lat, bytes);
       if (end == kNever) rate_never(c, now);
     }
     events_.push(end, static_cast<std::uint32_t>(S_) + c);
@@ -204,9 +262,13 @@ class Engine {
     const ProgramChannel& pc = prog_.channels[c];
     ch.busy = false;
     ch.busy_s += now - ch.start;
-    if (record_)
+    if (record_) {
+      const Op op = message_op(pc, ch.next);
       timeline_.transfers.push_back({static_cast<std::int32_t>(pc.sender), static_cast<std::int32_t>(pc.receiver),
-                                     iteration_, message_micro_batch(pc, ch.next), ch.start, now, pc.bytes});
+                                     iteration_, op.micro_batch, ch.start, now, prog_.msg_bytes[pc.first + ch.next],
+                                     op.model_stage, op.phase != Phase::Forward});
+    }
+    counts_[prog_.stages[pc.receiver].terms + prog_.msg_term[pc.first + ch.next]] += 1;
     ++ch.next;
     ++ch.delivered;
     ++result_.transfers;
@@ -222,9 +284,7 @@ class Engine {
   void mem_update(std::uint32_t s, double now) {
     StageState& st = stages_[s];
     const ProgramStage& ps = prog_.stages[s];
-    const double fwd_depth = ps.in[0] == kNoChannel ? 0.0 : channels_[ps.in[0]].queue.cur;
-    const double bwd_depth = ps.in[1] == kNoChannel ? 0.0 : channels_[ps.in[1]].queue.cur;
-    const double value = stage_memory(ps.memory, st.inflight.cur, fwd_depth, bwd_depth);
+    const double value = stage_memory(ps.static_bytes, &prog_.terms[ps.terms], &counts_[ps.terms], ps.nterms);
     const double before = st.mem.cur;
     const double at = st.mem.last_t;
     if (st.mem.set(now, value) && record_ && before != st.last_mem_recorded) {
@@ -239,18 +299,19 @@ class Engine {
     const double at = ch.queue.last_t;
     if (ch.queue.change(now, delta) && record_) {
       const ProgramChannel& pc = prog_.channels[c];
-      auto& v = timeline_.counters;
-      v.push_back({static_cast<std::int32_t>(pc.receiver), Counter::QueueDepth, static_cast<std::int32_t>(pc.sender), at,
-                   before});
+      timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), Counter::QueueDepth,
+                                    static_cast<std::int32_t>(pc.sender), at, before});
     }
   }
 
   // --- errors -----------------------------------------------------------------
 
+  std::string name(const Op& op) const { return sc_.schedule.placement.empty() ? op_name(op) : action_name(op); }
+
   [[noreturn]] void speed_never(std::uint32_t s, const ProgramOp& op, double now) const {
     throw SimError(fmt::format(
         "{}: stages: speed of stage {} stays 0 forever; {} (iteration {}) started at t={} can never end",
-        sc_.network.source, s, op_name({op.phase(), op.micro_batch}), iteration_, now));
+        sc_.network.source, s, name(prog_.op_of(s, op)), iteration_, now));
   }
 
   [[noreturn]] void rate_never(std::uint32_t c, double now) const {
@@ -258,36 +319,38 @@ class Engine {
     throw SimError(fmt::format(
         "{}: channels: rate of channel {} -> {} stays 0 forever; the transfer of micro-batch {} "
         "({} bytes, iteration {}) started at t={} can never end",
-        sc_.network.source, pc.sender, pc.receiver, message_micro_batch(pc, channels_[c].next), pc.bytes,
-        iteration_, now));
+        sc_.network.source, pc.sender, pc.receiver, message_op(pc, channels_[c].next).micro_batch,
+        prog_.msg_bytes[pc.first + channels_[c].next], iteration_, now));
+  }
+
+  // What the head message of a channel waits for.
+  std::string head_waits(const ProgramChannel& pc, const ChannelState& ch) const {
+    const std::uint32_t producer = prog_.producer[pc.first + ch.next];
+    if (stages_[pc.sender].done <= producer)
+      return fmt::format("stage {} has not run {} yet", pc.sender,
+                         name(prog_.op_of(pc.sender, prog_.ops[stages_[pc.sender].begin + producer])));
+    return fmt::format("the channel is full (capacity {}) until stage {} consumes an earlier message", pc.capacity,
+                       pc.receiver);
   }
 
   std::string waits_for(std::uint32_t s) const {
     const StageState& st = stages_[s];
     const ProgramOp& op = prog_.ops[st.next];
-    const std::string name = op_name({op.phase(), op.micro_batch});
-    const std::uint32_t in = prog_.stages[s].in_channel(op);
-    if (in == kNoChannel)
-      return fmt::format("stage {} waits for {}, which needs F{} on the same stage, ordered after it", s, name,
-                         op.micro_batch);
-    const ProgramChannel& pc = prog_.channels[in];
-    const ChannelState& ch = channels_[in];
-    const char* what = op.backward ? "gradient" : "activation";
-    const std::int32_t head_mb = message_micro_batch(pc, ch.next);
-    const std::uint32_t producer = prog_.producer[pc.first + ch.next];
-    std::string head;
-    if (stages_[pc.sender].done <= producer) {
-      const ProgramOp& p = prog_.ops[stages_[pc.sender].begin + producer];
-      head = fmt::format("stage {} has not run {} yet", pc.sender, op_name({p.phase(), p.micro_batch}));
-    } else {
-      head = fmt::format("the channel is full (capacity {}) until stage {} consumes an earlier message",
-                         pc.capacity, pc.receiver);
-    }
-    if (head_mb != op.micro_batch)
+    const Op named = prog_.op_of(s, op);
+    const OpClass& c = prog_.stages[s].cls(prog_.classes, op);
+    if (c.in == kLocal)
+      return fmt::format("stage {} waits for {}, which needs {} on the same stage, ordered after it", s, name(named),
+                         name(prog_.op_of(s, prog_.ops[st.begin + op.dep])));
+    const ProgramChannel& pc = prog_.channels[c.in];
+    const ChannelState& ch = channels_[c.in];
+    const char* what = named.phase == Phase::Forward ? "activation" : "gradient";
+    const std::int32_t head_mb = message_op(pc, ch.next).micro_batch;
+    std::string head = head_waits(pc, ch);
+    if (head_mb != named.micro_batch)
       head = fmt::format("channel {} -> {} delivers micro-batch {} first, and {}", pc.sender, pc.receiver, head_mb,
                          head);
-    return fmt::format("stage {} waits for {}, which needs the {} of micro-batch {} from stage {}: {}", s, name,
-                       what, op.micro_batch, pc.sender, head);
+    return fmt::format("stage {} waits for {}, which needs the {} of micro-batch {} from stage {}: {}", s, name(named),
+                       what, named.micro_batch, pc.sender, head);
   }
 
   std::string deadlock_report() const {
@@ -314,8 +377,8 @@ class Engine {
       channels[c] = {ch.busy_s, ch.queue.final_peak()};
       if (record_) {
         const auto& pc = prog_.channels[c];
-        timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), Counter::QueueDepth, static_cast<std::int32_t>(pc.sender),
-                                      ch.queue.last_t, ch.queue.cur});
+        timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), Counter::QueueDepth,
+                                      static_cast<std::int32_t>(pc.sender), ch.queue.last_t, ch.queue.cur});
       }
     }
     fill_result(sc_, prog_, total, stages, channels, result_);
@@ -328,9 +391,11 @@ class Engine {
   int iteration_ = 0;
   std::vector<StageState> stages_;
   std::vector<ChannelState> channels_;
+  std::vector<double> counts_;           // per memory term of every stage (Program::terms)
+  std::vector<std::uint32_t> pending_;   // dynamic W fill: the stages' FIFOs of pending W ops
   EventList events_;
   SimResult result_;
-  Timeline timeline_;  // recorded only when asked for
+  Timeline timeline_;      // recorded only when asked for
   OpDurations durations_;  // the stage timing trace's durations, per iteration
 };
 

@@ -17,7 +17,8 @@
 // cleared lazily before the next query.
 //
 // A key is 128 bits: the time's IEEE-754 bits (monotonic for times >= 0) above a
-// sequence number and the component. Storage is fixed at construction: scheduling and
+// sequence number and the component; the sequence's top bit marks events that must come
+// after every other event at their time (push_last). Storage is fixed at construction: scheduling and
 // popping allocate nothing.
 #pragma once
 
@@ -51,12 +52,11 @@ class EventList {
   }
 
   // Schedules `target`'s event at `time` (>= 0), replacing any it had pending.
-  void push(double time, std::uint32_t target) {
-    const auto bits = std::bit_cast<std::uint64_t>(time + 0.0);  // + 0.0 turns -0.0 into 0.0
-    if (next_seq_ == kMaxSeq) throw std::length_error("EventList: more than 2^40 events in one run");
-    if (target == popped_) popped_ = kNoTarget;
-    replay(target, (static_cast<Key>(bits) << 64) | (next_seq_++ << kTargetBits) | target);
-  }
+  void push(double time, std::uint32_t target) { push(time, target, 0); }
+
+  // The same, but after every event at `time` that push() schedules, whenever it is
+  // scheduled: for a decision that must see everything that happens at that instant.
+  void push_last(double time, std::uint32_t target) { push(time, target, kLastBit); }
 
   // Removes and returns the earliest event (the set must not be empty).
   Event pop() {
@@ -71,6 +71,13 @@ class EventList {
   using Key = unsigned __int128;
   static constexpr Key kNone = ~Key{0};  // no event: later than every real key
   static constexpr std::uint32_t kNoTarget = ~std::uint32_t{0};
+
+  void push(double time, std::uint32_t target, std::uint64_t tier) {
+    const auto bits = std::bit_cast<std::uint64_t>(time + 0.0);  // + 0.0 turns -0.0 into 0.0
+    if (next_seq_ == kMaxSeq) throw std::length_error("EventList: more than 2^39 events in one run");
+    if (target == popped_) popped_ = kNoTarget;
+    replay(target, (static_cast<Key>(bits) << 64) | ((tier | next_seq_++) << kTargetBits) | target);
+  }
 
   void flush() {
     if (popped_ != kNoTarget) {
@@ -93,8 +100,10 @@ class EventList {
   std::vector<Key> tree_;  // tree_[1] is the root; leaves at [leaves_, 2 * leaves_)
   std::uint32_t leaves_ = 0;
   std::uint32_t popped_ = kNoTarget;
-  static constexpr std::uint64_t kMaxSeq = std::uint64_t{1} << (64 - kTargetBits);
-  std::uint64_t next_seq_ = 0;  // 40 bits: a trillion events per run
+  // The sequence's top bit orders push_last events after push events at the same time.
+  static constexpr std::uint64_t kLastBit = std::uint64_t{1} << (63 - kTargetBits);
+  static constexpr std::uint64_t kMaxSeq = kLastBit;
+  std::uint64_t next_seq_ = 0;  // 39 bits: half a trillion events per run
 };
 
 }  // namespace adagrouper::sim

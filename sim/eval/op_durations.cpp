@@ -5,13 +5,14 @@ namespace adagrouper::sim::eval {
 
 OpDurations::OpDurations(const Scenario& sc, const Program& prog) : sc_(sc), prog_(prog) {
   if (sc.op_timings.empty()) return;
-  const int S = sc.num_stages();
-  position_.resize(S);
-  for (int s = 0; s < S; ++s) {
-    const auto& order = sc.schedule.stages[s];
-    position_[s].resize(order.size());
-    for (std::size_t i = 0; i < order.size(); ++i)
-      position_[s][2 * order[i].micro_batch + (order[i].phase == Phase::Backward)] = static_cast<std::uint32_t>(i);
+  const int J = static_cast<int>(sc.model_stages.size()), M = sc.micro_batches();
+  index_.assign(static_cast<std::size_t>(J) * M * 4, kUnlisted);
+  for (std::uint32_t s = 0; s < prog.stages.size(); ++s) {
+    const ProgramStage& ps = prog.stages[s];
+    for (std::uint32_t i = ps.begin; i < ps.w_end; ++i) {
+      const Op op = prog.op_of(s, prog.ops[i]);
+      index_[(static_cast<std::size_t>(op.model_stage) * M + op.micro_batch) * 4 + static_cast<int>(op.phase)] = i;
+    }
   }
 }
 
@@ -22,11 +23,12 @@ void OpDurations::load(int it) {
   if (cursor_ == list.size() || list[cursor_].iteration != it) return;
   if (duration_.empty()) duration_.resize(prog_.ops.size());
   for (const ProgramStage& ps : prog_.stages)
-    for (std::uint32_t i = ps.begin; i < ps.end; ++i) duration_[i] = ps.duration(prog_.ops[i]);
+    for (std::uint32_t i = ps.begin; i < ps.w_end; ++i) duration_[i] = ps.cls(prog_.classes, prog_.ops[i]).nominal;
+  const std::size_t M = static_cast<std::size_t>(sc_.micro_batches());
   for (; cursor_ < list.size() && list[cursor_].iteration == it; ++cursor_) {
     const OpTiming& t = list[cursor_];
-    duration_[prog_.stages[t.stage].begin + position_[t.stage][2 * t.micro_batch + (t.phase == Phase::Backward)]] =
-        t.duration_s;
+    const std::uint32_t i = index_[(static_cast<std::size_t>(t.stage) * M + t.micro_batch) * 4 + static_cast<int>(t.phase)];
+    if (i != kUnlisted) duration_[i] = t.duration_s;
   }
   has_ = true;
 }

@@ -10,8 +10,9 @@
 namespace adagrouper::sim::eval {
 
 // `load(it)` must be called for iterations in increasing order; `has()` tells whether
-// this iteration has any listed op (else use the stage's fwd/bwd), `at(i)` the duration
-// of op i (index into Program::ops).
+// this iteration has any listed op (else use the classes' nominal durations), `at(i)` the
+// duration of op i (index into Program::ops). A timed op the schedule does not run (an I
+// of a schedule that runs B) keeps its nominal duration.
 class OpDurations {
  public:
   OpDurations(const Scenario& sc, const Program& prog);
@@ -24,8 +25,9 @@ class OpDurations {
   const Program& prog_;
   std::size_t cursor_ = 0;
   bool has_ = false;
+  static constexpr std::uint32_t kUnlisted = 0xffffffffu;
   std::vector<double> duration_;
-  std::vector<std::vector<std::uint32_t>> position_;  // [stage][2m + phase]: index in the stage's order
+  std::vector<std::uint32_t> index_;  // [(j M + m) 4 + phase]: the op's index in Program::ops, or kUnlisted
 };
 
 }  // namespace adagrouper::sim::eval

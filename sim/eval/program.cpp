@@ -1,78 +1,227 @@
-// Compiling a scenario into a Program.
+// Compiling a scenario into a Program: classes, channels, messages and ops.
 #include "program.h"
+
+#include <fmt/format.h>
+
+#include "../error.h"
 
 namespace adagrouper::sim::eval {
 
-Program build_program(const Scenario& sc) {
-  const int S = sc.num_stages();
-  const int M = sc.micro_batches();
-  Program p;
+namespace {
 
-  // Position of F(s,m) / B(s,m) in stage s's order.
-  std::vector<std::uint32_t> pos(static_cast<std::size_t>(S) * M * 2);
-  auto at = [&](int s, Phase ph, int m) -> std::uint32_t& {
-    return pos[(static_cast<std::size_t>(s) * M + m) * 2 + (ph == Phase::Backward)];
-  };
-  for (int s = 0; s < S; ++s) {
-    const auto& order = sc.schedule.stages[s];
-    for (std::size_t i = 0; i < order.size(); ++i)
-      at(s, order[i].phase, order[i].micro_batch) = static_cast<std::uint32_t>(i);
+constexpr std::uint32_t kMaxIndex = 1u << 24;  // ProgramOp::dep
+
+// Where model stages run and where each op sits in its stage's order.
+struct Layout {
+  int S = 0, J = 0, M = 0;
+  std::vector<int> stage_of;             // per model stage
+  std::vector<int> local_of;             // per model stage: l, its rank among its stage's
+  std::vector<std::vector<int>> locals;  // per stage: its model stages, in model order
+  std::vector<std::int32_t> pos;         // [(j M + m) 4 + phase]: position in the stage's order, or -1
+
+  std::int32_t& at(int j, int m, Phase ph) { return pos[(static_cast<std::size_t>(j) * M + m) * 4 + static_cast<int>(ph)]; }
+  // The position of the op of (j, m) that sends its gradient on: B, or I when split.
+  std::int32_t backward(int j, int m) {
+    const std::int32_t b = at(j, m, Phase::Backward);
+    return b >= 0 ? b : at(j, m, Phase::BackwardInput);
   }
+};
 
-  // Channels and their messages, in each receiver's consumption order.
-  const int nch = 2 * (S - 1);
-  p.channels.resize(nch);
-  p.producer.reserve(static_cast<std::size_t>(nch) * M);
-  for (int c = 0; c < nch; ++c) {
-    const bool fwd = c < S - 1;
-    const int s = fwd ? c : c - (S - 1);
-    ProgramChannel& ch = p.channels[c];
-    ch.sender = static_cast<std::uint32_t>(fwd ? s : s + 1);
-    ch.receiver = static_cast<std::uint32_t>(fwd ? s + 1 : s);
-    ch.spec = &sc.network.channel(static_cast<int>(ch.sender), static_cast<int>(ch.receiver));
-    ch.bytes = fwd ? sc.model_stages[s].out : sc.model_stages[s + 1].gout;
+Layout layout_of(const Scenario& sc) {
+  Layout L;
+  L.S = sc.num_stages();
+  L.J = static_cast<int>(sc.model_stages.size());
+  L.M = sc.micro_batches();
+  L.stage_of.resize(L.J);
+  L.local_of.resize(L.J);
+  L.locals.resize(L.S);
+  for (int j = 0; j < L.J; ++j) {
+    L.stage_of[j] = sc.schedule.stage_of(j);
+    auto& mine = L.locals[L.stage_of[j]];
+    L.local_of[j] = static_cast<int>(mine.size());
+    mine.push_back(j);
+  }
+  L.pos.assign(static_cast<std::size_t>(L.J) * L.M * 4, -1);
+  for (int s = 0; s < L.S; ++s) {
+    const auto& order = sc.schedule.stages[s];
+    if (order.size() >= kMaxIndex)
+      throw InputError(fmt::format("stage {} runs {} ops per iteration; the simulator takes fewer than {}", s,
+                                   order.size(), kMaxIndex));
+    for (std::size_t i = 0; i < order.size(); ++i)
+      L.at(order[i].model_stage, order[i].micro_batch, order[i].phase) = static_cast<std::int32_t>(i);
+  }
+  return L;
+}
+
+// Numbers the channels that carry messages: forward ones in model-stage order, then
+// backward ones.
+std::vector<std::uint32_t> number_channels(const Scenario& sc, const Layout& L, Program& p) {
+  std::vector<std::uint32_t> id(static_cast<std::size_t>(L.S) * L.S, kNoChannel);
+  auto add = [&](int from, int to) {
+    auto& c = id[static_cast<std::size_t>(from) * L.S + to];
+    if (from == to || c != kNoChannel) return;
+    c = static_cast<std::uint32_t>(p.channels.size());
+    ProgramChannel ch{};
+    ch.sender = static_cast<std::uint32_t>(from);
+    ch.receiver = static_cast<std::uint32_t>(to);
+    ch.spec = &sc.network.channel(from, to);
     ch.latency_s = ch.spec->latency_s;
     ch.capacity = static_cast<std::uint32_t>(ch.spec->capacity);
-    ch.unlimited = ch.spec->unlimited() || ch.bytes == 0;
-    ch.first = static_cast<std::uint32_t>(p.producer.size());
-    ch.count = static_cast<std::uint32_t>(M);
-    const Phase ph = fwd ? Phase::Forward : Phase::Backward;
-    for (const Op& op : sc.schedule.stages[ch.receiver])
-      if (op.phase == ph) p.producer.push_back(at(static_cast<int>(ch.sender), ph, op.micro_batch));
-  }
+    ch.unlimited = ch.spec->unlimited();
+    p.channels.push_back(ch);
+  };
+  for (int j = 0; j + 1 < L.J; ++j) add(L.stage_of[j], L.stage_of[j + 1]);
+  for (int j = 0; j + 1 < L.J; ++j) add(L.stage_of[j + 1], L.stage_of[j]);
+  return id;
+}
 
-  p.stages.resize(S);
-  p.ops.reserve(static_cast<std::size_t>(S) * 2 * M);
-  for (int s = 0; s < S; ++s) {
-    ProgramStage& ps = p.stages[s];
-    ps.begin = static_cast<std::uint32_t>(p.ops.size());
-    ps.nominal[0] = sc.model_stages[s].fwd;
-    ps.nominal[1] = sc.model_stages[s].bwd;
-    ps.memory.static_bytes = sc.model_stages[s].static_bytes;
-    const RateTrace& speed = sc.network.speed(s);
-    ps.unit_speed = speed.is_constant() && speed.values()[0] == 1.0;
-    ps.memory.act = sc.model_stages[s].act;
-    ps.in[0] = s > 0 ? static_cast<std::uint32_t>(s - 1) : kNoChannel;
-    ps.out[0] = s + 1 < S ? static_cast<std::uint32_t>(s) : kNoChannel;
-    ps.in[1] = s + 1 < S ? static_cast<std::uint32_t>((S - 1) + s) : kNoChannel;
-    ps.out[1] = s > 0 ? static_cast<std::uint32_t>((S - 1) + (s - 1)) : kNoChannel;
-    for (int d = 0; d < 2; ++d) ps.memory.in_bytes[d] = ps.in[d] == kNoChannel ? 0.0 : p.channels[ps.in[d]].bytes;
-    std::uint32_t nf = 0, nb = 0;
-    for (const Op& op : sc.schedule.stages[s]) {
-      ProgramOp o{};
-      o.micro_batch = op.micro_batch;
-      if (op.phase == Phase::Forward) {
-        o.backward = 0;
-        o.dep_index = nf++;
-      } else {
-        o.backward = 1;
-        o.dep_index = s + 1 < S ? nb : at(s, Phase::Forward, op.micro_batch);
-        ++nb;
-      }
-      p.ops.push_back(o);
-    }
-    ps.end = static_cast<std::uint32_t>(p.ops.size());
+// The classes of stage s, its memory terms and input channels.
+void build_stage(const Scenario& sc, const Layout& L, const std::vector<std::uint32_t>& channel_id, int s,
+                 Program& p) {
+  auto chan = [&](int from, int to) { return channel_id[static_cast<std::size_t>(from) * L.S + to]; };
+  ProgramStage& ps = p.stages[s];
+  const auto& mine = L.locals[s];
+  const int v = static_cast<int>(mine.size());
+  ps.classes = static_cast<std::uint32_t>(p.classes.size());
+  ps.locals = static_cast<std::uint32_t>(v);
+  ps.terms = static_cast<std::uint32_t>(p.terms.size());
+  ps.static_bytes = 0;
+  ps.opt = 0;
+  for (int j : mine) {
+    const StageParams& mp = sc.model_stages[j];
+    ps.static_bytes += mp.static_bytes;
+    ps.opt += mp.opt;
+    p.terms.push_back(mp.act);
+    p.terms.push_back(mp.wgrad);
   }
+  auto slot = [&](double bytes) {
+    p.terms.push_back(bytes);
+    return static_cast<std::uint16_t>(p.terms.size() - 1 - ps.terms);
+  };
+  for (int l = 0; l < v; ++l) {
+    const int j = mine[l];
+    const StageParams& mp = sc.model_stages[j];
+    // Inputs: F from j-1 (none for j = 0), B and I from j+1 (F(j, m) itself for the last).
+    std::uint32_t in_f = kNoChannel, in_b = kLocal;
+    std::uint16_t slot_f = 0, slot_b = 0;
+    if (j > 0 && L.stage_of[j - 1] == s) in_f = kLocal;
+    if (j > 0 && L.stage_of[j - 1] != s) in_f = chan(L.stage_of[j - 1], s), slot_f = slot(sc.model_stages[j - 1].out);
+    if (j + 1 < L.J && L.stage_of[j + 1] != s)
+      in_b = chan(L.stage_of[j + 1], s), slot_b = slot(sc.model_stages[j + 1].gout);
+    // Outputs: F to j+1, B and I to j-1, where those run elsewhere; W sends nothing.
+    const std::uint32_t out_f = j + 1 < L.J && L.stage_of[j + 1] != s ? chan(s, L.stage_of[j + 1]) : kNoChannel;
+    const std::uint32_t out_b = j > 0 && L.stage_of[j - 1] != s ? chan(s, L.stage_of[j - 1]) : kNoChannel;
+    const double nominal[4] = {mp.fwd, mp.bwd, mp.bwd_input, mp.bwd_weight};
+    const std::uint32_t in[4] = {in_f, in_b, in_b, kLocal}, out[4] = {out_f, out_b, out_b, kNoChannel};
+    const std::uint16_t slots[4] = {slot_f, slot_b, slot_b, 0};
+    for (int ph = 0; ph < 4; ++ph)
+      p.classes.push_back({nominal[ph], in[ph], out[ph], static_cast<std::uint16_t>(2 * l), slots[ph],
+                           static_cast<std::uint16_t>(j), static_cast<Phase>(ph), 0});
+  }
+  ps.nterms = static_cast<std::uint32_t>(p.terms.size()) - ps.terms;
+  ps.inputs = static_cast<std::uint32_t>(p.inputs.size());
+  for (std::uint32_t c = 0; c < p.channels.size(); ++c)
+    if (p.channels[c].receiver == static_cast<std::uint32_t>(s)) p.inputs.push_back(c);
+  ps.ninputs = static_cast<std::uint32_t>(p.inputs.size()) - ps.inputs;
+  for (std::uint32_t k = ps.classes; k < p.classes.size(); ++k)
+    for (std::uint32_t i = 0; i < ps.ninputs; ++i)
+      if (p.classes[k].in == p.inputs[ps.inputs + i]) p.classes[k].input = static_cast<std::uint8_t>(i);
+  const RateTrace& speed = sc.network.speed(s);
+  ps.unit_speed = speed.is_constant() && speed.values()[0] == 1.0;
+}
+
+// The position, in its stage's order, of the op whose output `op` (on stage s) waits for
+// locally; -1 when that op is not listed (the order cannot run).
+std::int32_t local_producer(Layout& L, const Op& op) {
+  const int j = op.model_stage, m = op.micro_batch;
+  switch (op.phase) {
+    case Phase::Forward: return L.at(j - 1, m, Phase::Forward);
+    case Phase::BackwardWeight: return L.at(j, m, Phase::BackwardInput);
+    default: return j + 1 == L.J ? L.at(j, m, Phase::Forward) : L.backward(j + 1, m);
+  }
+}
+
+// The listed ops of stage s with their dependencies, appending each consumed message to
+// its channel's list (the receiver's order); then the W region under dynamic fill.
+void build_ops(const Scenario& sc, Layout& L, int s, std::vector<std::vector<std::uint32_t>>& messages,
+               Program& p) {
+  ProgramStage& ps = p.stages[s];
+  ps.begin = static_cast<std::uint32_t>(p.ops.size());
+  for (const Op& op : sc.schedule.stages[s]) {
+    const std::uint32_t cls = 4 * static_cast<std::uint32_t>(L.local_of[op.model_stage]) + static_cast<int>(op.phase);
+    const OpClass& c = p.classes[ps.classes + cls];
+    std::uint32_t dep = 0;
+    if (c.in == kLocal) {
+      const std::int32_t producer = local_producer(L, op);
+      dep = producer < 0 ? kMaxIndex - 1 : static_cast<std::uint32_t>(producer);
+    } else if (c.in != kNoChannel) {
+      auto& list = messages[c.in];
+      dep = static_cast<std::uint32_t>(list.size());
+      if (dep + 1 >= kMaxIndex)
+        throw InputError(fmt::format("channel {} -> {} carries more than {} messages per iteration",
+                                     p.channels[c.in].sender, s, kMaxIndex - 1));
+      list.push_back(static_cast<std::uint32_t>(&op - sc.schedule.stages[s].data()));
+    }
+    p.ops.push_back({op.micro_batch, dep, cls});
+  }
+  ps.end = static_cast<std::uint32_t>(p.ops.size());
+  ps.w_begin = ps.w_end = ps.end;
+  if (!p.dynamic_w) return;
+  for (std::uint32_t l = 0; l < ps.locals; ++l)
+    for (int m = 0; m < L.M; ++m) {
+      const std::int32_t i = L.at(L.locals[s][l], m, Phase::BackwardInput);
+      p.ops.push_back({m, i < 0 ? 0u : static_cast<std::uint32_t>(i), 4 * l + 3});
+    }
+  ps.w_end = static_cast<std::uint32_t>(p.ops.size());
+}
+
+// Each channel's messages: producer positions, bytes and waiting terms, in the
+// receiver's order (`consumers` holds the consuming ops' positions in that order).
+void build_messages(const Scenario& sc, Layout& L, const std::vector<std::vector<std::uint32_t>>& consumers,
+                    Program& p) {
+  for (std::uint32_t c = 0; c < p.channels.size(); ++c) {
+    ProgramChannel& ch = p.channels[c];
+    ch.first = static_cast<std::uint32_t>(p.producer.size());
+    ch.count = static_cast<std::uint32_t>(consumers[c].size());
+    const ProgramStage& rx = p.stages[ch.receiver];
+    for (std::uint32_t at : consumers[c]) {
+      const Op& op = sc.schedule.stages[ch.receiver][at];
+      const OpClass& cls = rx.cls(p.classes, p.ops[rx.begin + at]);
+      const bool fwd = op.phase == Phase::Forward;
+      const std::int32_t prod =
+          fwd ? L.at(op.model_stage - 1, op.micro_batch, Phase::Forward) : L.backward(op.model_stage + 1, op.micro_batch);
+      p.producer.push_back(prod < 0 ? kMaxIndex - 1 : static_cast<std::uint32_t>(prod));
+      p.msg_bytes.push_back(p.terms[rx.terms + cls.slot_term]);
+      p.msg_term.push_back(cls.slot_term);
+    }
+  }
+}
+
+}  // namespace
+
+Op Program::op_of(std::uint32_t stage, const ProgramOp& op) const {
+  const OpClass& c = stages[stage].cls(classes, op);
+  return {c.phase, op.micro_batch, c.model_stage};
+}
+
+Program build_program(const Scenario& sc) {
+  Layout L = layout_of(sc);
+  Program p;
+  p.micro_batches = L.M;
+  p.dynamic_w = sc.schedule.spec.w_fill == WFill::Dynamic;
+  p.max_pending_w = sc.schedule.spec.max_pending_w ? static_cast<std::uint32_t>(*sc.schedule.spec.max_pending_w)
+                                                   : 0xffffffffu;
+  if (L.J > 65535) throw InputError(fmt::format("{} model stages; the simulator takes at most 65535", L.J));
+  for (const auto& mine : L.locals)
+    if (mine.size() > 64)
+      throw InputError(fmt::format("a stage runs {} model stages; the simulator takes at most 64", mine.size()));
+  const std::vector<std::uint32_t> channel_id = number_channels(sc, L, p);
+  p.stages.resize(L.S);
+  for (int s = 0; s < L.S; ++s) build_stage(sc, L, channel_id, s, p);
+  std::vector<std::vector<std::uint32_t>> consumers(p.channels.size());
+  p.ops.reserve(static_cast<std::size_t>(L.J) * L.M * (p.dynamic_w ? 3 : 2));
+  for (int s = 0; s < L.S; ++s) build_ops(sc, L, s, consumers, p);
+  build_messages(sc, L, consumers, p);
   return p;
 }
 

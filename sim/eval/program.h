@@ -2,10 +2,10 @@
 // and every channel's messages in the order the receiver consumes them (docs/model.md
 // §3: a channel is a FIFO in the receiver's order). Internal to sim/.
 //
-// The arrays are kept small on purpose: the engine streams through them once per
-// iteration, 64 stages and 126 channels at a time in the large benchmarks, and their
-// size is what decides whether that stream stays in cache. An op is 8 bytes; what is
-// the same for all ops of a stage (durations, bytes, channels) lives in ProgramStage.
+// The arrays are kept small on purpose: the evaluators stream through them once per
+// iteration, and their size decides whether that stream stays in cache. An op is 8
+// bytes; what all ops of one (model stage, phase) on a stage share (duration, input
+// and output channel, memory) lives in an OpClass of that stage.
 #pragma once
 
 #include <cstdint>
@@ -16,61 +16,93 @@
 
 namespace adagrouper::sim::eval {
 
-inline constexpr std::uint32_t kNoChannel = 0xffffffffu;
+inline constexpr std::uint32_t kNoChannel = 0xffffffffu;  // no input (or no remote output)
+inline constexpr std::uint32_t kLocal = 0xfffffffeu;      // input: an earlier op on the same stage
+
+// What every op of one (model stage, phase) on a stage shares. A stage with v model
+// stages has 4v classes, class 4l + phase for its l-th model stage (in model order).
+struct OpClass {
+  double nominal = 0;             // duration at nominal speed
+  std::uint32_t in = kNoChannel;  // channel it consumes from, kLocal, or kNoChannel
+  std::uint32_t out = kNoChannel; // channel it sends on, or kNoChannel (nothing, or a local consumer)
+  std::uint16_t act_term = 0;     // 2l: its model stage's act term (wgrad is act_term + 1)
+  std::uint16_t slot_term = 0;    // the term its input message waits in (when `in` is a channel)
+  std::uint16_t model_stage = 0;  // j
+  Phase phase = Phase::Forward;
+  std::uint8_t input = 0;         // which of the stage's input channels `in` is (when it is one)
+};
+static_assert(sizeof(OpClass) == 24);
 
 struct ProgramOp {
   std::int32_t micro_batch;
-  // Forward ops with an input channel and backward ops with one: the number of the
-  // message they consume on it. Backward ops on the last stage: the index (within the
-  // stage) of F(S-1, m), which must have ended.
-  std::uint32_t dep_index : 31;
-  std::uint32_t backward : 1;
-
-  Phase phase() const { return backward ? Phase::Backward : Phase::Forward; }
+  // Ops with an input channel: the number of the message they consume on it. Ops with a
+  // local input (kLocal): the position, within the stage's listed ops, of the op they wait
+  // for (F(j-1,m), the backward of (j+1,m), F(J-1,m) for the last model stage's
+  // backward, I(j,m) for W(j,m)).
+  std::uint32_t dep : 24;
+  std::uint32_t cls : 8;  // index into the stage's classes
 };
 static_assert(sizeof(ProgramOp) == 8);
 
 struct ProgramStage {
-  std::uint32_t begin, end;  // ops of this stage in Program::ops
-  // Indexed by ProgramOp::backward ([0] forward, [1] backward), so that choosing by an
-  // op's phase is a load, not a branch: the phases of consecutive ops are data-dependent.
-  double nominal[2];          // durations of F and B at nominal speed
-  MemoryTerms memory;         // static, act, and bytes of a message on in[0] / in[1] (0 without)
-  std::uint32_t in[2];        // channels F / B consume from (or kNoChannel)
-  std::uint32_t out[2];       // channels F / B send on (or kNoChannel)
-  bool unit_speed;            // speed constant 1: an op takes its nominal duration
+  std::uint32_t begin, end;      // its listed ops in Program::ops
+  std::uint32_t w_begin, w_end;  // dynamic W fill: W(l, m) at w_begin + l M + m (else empty)
+  std::uint32_t classes;         // its classes start at Program::classes[classes]
+  // Memory (docs/model.md §5, §14): static bytes + sum over terms of bytes x count, in the
+  // order of `terms`: per model stage l, act (x micro-batches with F started and no
+  // backward ended) then wgrad (x I ended, W not), then per input slot the bytes of one
+  // waiting message (x messages waiting in it).
+  double static_bytes;
+  std::uint32_t terms, nterms;   // into Program::terms
+  std::uint32_t inputs, ninputs; // its input channels, into Program::inputs
+  std::uint32_t locals;          // v
+  bool unit_speed;               // speed constant 1: an op takes its nominal duration
+  double opt;                    // optimizer step at the end of each iteration
 
-  double duration(const ProgramOp& op) const { return nominal[op.backward]; }
-  std::uint32_t in_channel(const ProgramOp& op) const { return in[op.backward]; }
-  std::uint32_t out_channel(const ProgramOp& op) const { return out[op.backward]; }
+  const OpClass& cls(const std::vector<OpClass>& all, const ProgramOp& op) const { return all[classes + op.cls]; }
 };
 
 struct ProgramChannel {
   std::uint32_t sender, receiver;
-  std::uint32_t first, count;    // its messages in Program::producer
-  double bytes;                  // per message
+  std::uint32_t first, count;    // its messages in Program::producer, msg_bytes, msg_slot
   double latency_s;
   std::uint32_t capacity;        // 0: unlimited
   bool unlimited;                // no rate: a transfer takes only the latency
   const ChannelSpec* spec;       // into the scenario's network
 };
 
-// Channel numbering: s -> s+1 is channel s; s+1 -> s is channel (S-1) + s.
+// Channel numbering: the forward messages' channels in model-stage order first
+// (j -> j+1 for j = 0 .. J-2, skipping local ones and channels already numbered), then
+// the backward ones (j+1 -> j); with one model stage per stage, s -> s+1 is channel s
+// and s+1 -> s is channel (S-1) + s.
 struct Program {
-  std::vector<ProgramOp> ops;        // all stages, stage after stage
+  std::vector<ProgramOp> ops;        // all stages, stage after stage (each: listed ops, then its W region)
   std::vector<ProgramStage> stages;
+  std::vector<OpClass> classes;
+  std::vector<double> terms;         // bytes per count, per stage (ProgramStage::terms)
+  std::vector<std::uint32_t> inputs; // input channels per stage
   std::vector<ProgramChannel> channels;
-  // producer[channel.first + n]: index, within the sending stage, of the op that
-  // produces the channel's n-th message.
+  // Per message (channel.first + n): the position, within the sending stage's listed
+  // ops, of the op that produces the channel's n-th message; its bytes; and the memory
+  // term (offset within the receiver's terms) its waiting counts in.
   std::vector<std::uint32_t> producer;
+  std::vector<double> msg_bytes;
+  std::vector<std::uint16_t> msg_term;
+  bool dynamic_w = false;            // W ops are placed by dynamic W fill
+  std::uint32_t max_pending_w = 0;   // P (0xffffffff: unlimited)
+  int micro_batches = 0;
 
-  // The message (index into producer) an op consumes, or -1 (stage-local or none).
+  // The message (index into producer) an op consumes, or -1 (a local input or none).
   std::int64_t consumed_message(std::uint32_t stage, const ProgramOp& op) const {
-    const std::uint32_t c = stages[stage].in_channel(op);
-    return c == kNoChannel ? -1 : static_cast<std::int64_t>(channels[c].first + op.dep_index);
+    const std::uint32_t c = stages[stage].cls(classes, op).in;
+    return c >= kLocal ? -1 : static_cast<std::int64_t>(channels[c].first + op.dep);
   }
+  // The op as the schedule names it.
+  Op op_of(std::uint32_t stage, const ProgramOp& op) const;
 };
 
+// Compiles a validated scenario. Throws InputError when it is too large for the
+// program's fields (more than 2^24 ops on a stage or messages on a channel).
 Program build_program(const Scenario& scenario);
 
 }  // namespace adagrouper::sim::eval

@@ -114,7 +114,7 @@ TEST(Deadlock, ValidCustomOrderSimulates) {
   EXPECT_EQ(r.k, 0);
   const auto named = sim::simulate(
       sim::make_scenario(p, sim::Network::uniform(3, 1.0), sim::make_named("1f1b", 3, 2, std::nullopt), 1, 2));
-  EXPECT_EQ(sch.stages, sim::make_named("1f1b", 3, 2, std::nullopt).stages);
+  EXPECT_EQ(sc.schedule.stages, sim::make_named("1f1b", 3, 2, std::nullopt).stages);
   EXPECT_DOUBLE_EQ(r.total_time_s, named.total_time_s);
 
   // Consuming gradients in an unusual but possible order is fine too.

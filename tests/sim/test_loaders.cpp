@@ -417,12 +417,13 @@ TEST(ScheduleFile, LoadsStringsAndObjects) {
       ["F0", "F1", "B0", "B1"],
       [{"op": "forward", "micro_batch": 0}, "B0", {"op": "forward", "micro_batch": 1}, {"op": "backward", "micro_batch": 1}]
     ]})"));
-  const auto s = sim::load_schedule_file(path, 2, 2);
+  auto s = sim::load_schedule_file(path, 2, 2);
   EXPECT_EQ(s.name(), "custom");
   EXPECT_EQ(s.k, 0);
   ASSERT_EQ(s.num_stages(), 2);
   EXPECT_EQ(order_string(s.stages[0]), "F0 F1 B0 B1");
   EXPECT_EQ(order_string(s.stages[1]), "F0 B0 F1 B1");
+  sim::normalize_schedule(s, 2, 2, "file");  // each op on its stage's model stage
   EXPECT_EQ(s.stages, sim::make_named("1f1b", 2, 2, std::nullopt).stages);
 }
 
