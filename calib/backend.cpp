@@ -1,3 +1,4 @@
+// What every backend shares (calib/backend.h): names, element sizes and make_backend.
 #include "backend.h"
 
 #include <fmt/format.h>

@@ -8,7 +8,7 @@
 // on a worker thread of its own, so both backends overlap compute and transfers the same
 // way. Streams, events, buffers and channels of one backend only work with each other.
 //
-// The replay of a plan's per-device programs (issue 7) uses exactly this interface:
+// The replay of a plan's per-device programs (docs/fidelity.md) uses exactly this interface:
 //
 //   auto be = make_backend(BackendKind::cuda, mpi, dog);
 //   auto compute = be->create_stream(), send = be->create_stream(), recv = be->create_stream();

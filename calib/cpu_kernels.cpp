@@ -1,3 +1,4 @@
+// The CPU backend's kernels (calib/cpu_kernels.h): the blocked GEMM and the elementwise kernels.
 #include "cpu_kernels.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Stage descriptions (calib/description.h): reading and checking them, and their layers' shapes.
 #include "description.h"
 
 #include <set>

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "calib.h"
-#include "replay.h"  // replay_main (issue 7)
+#include "replay.h"  // replay_main
 #include "error.h"
 
 int main(int argc, char** argv) {
@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     std::cerr << "adagrouper-calib " << mode << ": " << e.what() << '\n';
     return 1;
   }
-  if (mode == "replay") return replay_main(*mpi, argc - 1, argv + 1);  // issue 7: calib/replay.h
+  if (mode == "replay") return replay_main(*mpi, argc - 1, argv + 1);  // docs/fidelity.md
   // Options: every rank parses the same arguments, so every rank fails the same way; rank
   // 0 speaks for all.
   Options options;

@@ -1,5 +1,4 @@
-// What the modes of adagrouper-calib share (calib/modes.h): stopping every rank together
-// on bad input or a backend that cannot be made, and the median of measurements.
+// What the modes of adagrouper-calib share (calib/modes.h): stopping ranks together, the median.
 #include <algorithm>
 #include <iostream>
 

@@ -1,5 +1,4 @@
-// The command line of adagrouper-calib (calib/options.h): the modes' help texts and
-// option tables, and the checks of every option.
+// The command line of adagrouper-calib (calib/options.h): help texts, option tables, checks.
 #include "options.h"
 
 #include <cmath>

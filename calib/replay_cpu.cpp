@@ -1,3 +1,4 @@
+// The CPU backend's replay work (calib/replay_cpu.h): sleep-then-spin ops, polled MPI transfers.
 #include "replay_cpu.h"
 
 #include <sys/prctl.h>

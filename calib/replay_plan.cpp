@@ -1,5 +1,4 @@
-// The replay's plan (calib/replay.h): reading one candidate of a plan file and indexing
-// each device's program for execution.
+// The replay's plan (calib/replay.h): one candidate of a plan file, its programs indexed.
 #include <cmath>
 #include <filesystem>
 #include <limits>

@@ -1,5 +1,4 @@
-// The replay's records as results (calib/replay.h): the measured sim::SimResult, the
-// consistency checks of the records, and the measured stage timing trace.
+// The replay's records as results (calib/replay.h): the measured SimResult, checks, stage trace.
 #include <algorithm>
 #include <limits>
 

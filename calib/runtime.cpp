@@ -1,3 +1,4 @@
+// The harness's runtime (calib/runtime.h): MPI session, checked calls, watchdog, JSONL writer.
 #include "runtime.h"
 
 #include <unistd.h>

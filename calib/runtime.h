@@ -1,7 +1,7 @@
-// What every mode of adagrouper-calib (and the replay of issue 7) shares: the MPI
-// session and this process's identity, checked calls whose errors name the call, rank
-// and host, the watchdog that aborts a stuck transfer after --timeout, and JSONL files
-// flushed line by line.
+// What every mode of adagrouper-calib (replay included) shares: the MPI session and
+// this process's identity, checked calls whose errors name the call, rank and host, the
+// watchdog that aborts a stuck transfer after --timeout, and JSONL files flushed line
+// by line.
 //
 //   Mpi mpi(argc, argv);                       // MPI_Init_thread(MPI_THREAD_MULTIPLE)
 //   Watchdog dog(mpi, options.timeout_s);      // MPI_Abort after its abort hooks

@@ -1,3 +1,4 @@
+// Measured transfers to files (calib/samples.h): samples CSV, network file, effective rate.
 #include "samples.h"
 
 #include <algorithm>

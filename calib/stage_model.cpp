@@ -1,5 +1,4 @@
-// One pipeline stage on a backend (calib/stage_model.h): its buffers, their
-// initialization, and the forward and backward kernels of each layer.
+// One pipeline stage on a backend (calib/stage_model.h): buffers, initialization, layer kernels.
 #include "stage_model.h"
 
 #include <climits>
