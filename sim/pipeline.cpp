@@ -1,6 +1,7 @@
 #include "pipeline.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -10,23 +11,19 @@ namespace adagrouper::sim {
 
 namespace {
 
-// backward_input_s, backward_weight_s and weight_grad_bytes of one profile entry, with
-// their defaults (docs/model.md §14).
+// backward_input_s, backward_weight_s and weight_grad_bytes of one profile entry
+// (docs/model.md §14): each at most what it may be.
 void read_split_backward(const Field& e, ProfilePoint& pt) {
-  const bool has_i = e.has("backward_input_s"), has_w = e.has("backward_weight_s");
-  pt.backward_input_s = has_i ? e.at("backward_input_s").non_negative() : 0.0;
-  pt.backward_weight_s = has_w ? e.at("backward_weight_s").non_negative() : 0.0;
-  for (const auto& [given, key] : {std::pair{has_i && !has_w, "backward_input_s"},
-                                   std::pair{has_w && !has_i, "backward_weight_s"}})
-    if (given && e.at(key).number() > pt.backward_s)
+  for (const char* key : {"backward_input_s", "backward_weight_s"}) {
+    if (!e.has(key)) continue;
+    const double v = e.at(key).non_negative();
+    if (v > pt.backward_s && !(e.has("backward_input_s") && e.has("backward_weight_s")))
       e.at(key).fail(fmt::format("must be <= backward_s {} (the other half is backward_s minus it)", pt.backward_s));
-  if (!has_i && !has_w) pt.backward_input_s = pt.backward_weight_s = pt.backward_s / 2;
-  if (has_i && !has_w) pt.backward_weight_s = pt.backward_s - pt.backward_input_s;
-  if (has_w && !has_i) pt.backward_input_s = pt.backward_s - pt.backward_weight_s;
-  pt.weight_grad_bytes = pt.activation_bytes;
+    (std::string_view(key) == "backward_input_s" ? pt.backward_input_s : pt.backward_weight_s) = v;
+  }
   if (e.has("weight_grad_bytes")) {
     pt.weight_grad_bytes = e.at("weight_grad_bytes").non_negative();
-    if (pt.weight_grad_bytes > pt.activation_bytes)
+    if (*pt.weight_grad_bytes > pt.activation_bytes)
       e.at("weight_grad_bytes")
           .fail(fmt::format("must be <= activation_bytes {} (W keeps a part of the activations)",
                             pt.activation_bytes));
@@ -34,6 +31,16 @@ void read_split_backward(const Field& e, ProfilePoint& pt) {
 }
 
 }  // namespace
+
+double ProfilePoint::input_s() const {
+  if (backward_input_s) return *backward_input_s;
+  return backward_weight_s ? backward_s - *backward_weight_s : backward_s / 2;
+}
+
+double ProfilePoint::weight_s() const {
+  if (backward_weight_s) return *backward_weight_s;
+  return backward_input_s ? backward_s - *backward_input_s : backward_s / 2;
+}
 
 Pipeline load_pipeline(const std::filesystem::path& path) {
   return parse_pipeline(read_json_file(path), path.string());
@@ -105,6 +112,9 @@ struct Interp {
   const ProfilePoint* hi;
   double w;  // weight of hi
   double operator()(double ProfilePoint::*field) const { return lo->*field + w * (hi->*field - lo->*field); }
+  double of(double (ProfilePoint::*value)() const) const {
+    return (lo->*value)() + w * ((hi->*value)() - (lo->*value)());
+  }
 };
 
 Interp locate(const StageSpec& spec, int b) {
@@ -137,9 +147,9 @@ std::vector<StageParams> Pipeline::at(int b, const std::string& what) const {
     p.fwd = in(&ProfilePoint::forward_s);
     p.bwd = in(&ProfilePoint::backward_s);
     p.act = in(&ProfilePoint::activation_bytes);
-    p.bwd_input = in(&ProfilePoint::backward_input_s);
-    p.bwd_weight = in(&ProfilePoint::backward_weight_s);
-    p.wgrad = std::min(in(&ProfilePoint::weight_grad_bytes), p.act);
+    p.bwd_input = in.of(&ProfilePoint::input_s);
+    p.bwd_weight = in.of(&ProfilePoint::weight_s);
+    p.wgrad = std::min(in.of(&ProfilePoint::weight_bytes), p.act);
     p.out = s + 1 < S ? in(&ProfilePoint::output_bytes) : 0.0;
     p.static_bytes = stages[s].static_bytes;
     p.opt = stages[s].optimizer_s;

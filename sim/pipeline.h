@@ -16,10 +16,15 @@ struct ProfilePoint {
   double forward_s = 0, backward_s = 0;
   double activation_bytes = 0, output_bytes = 0;
   std::optional<double> grad_output_bytes;
-  // The halves of a split backward (docs/model.md §14), with the file's defaults applied:
-  // neither given, each is backward_s / 2; one given, the other is backward_s minus it.
-  double backward_input_s = 0, backward_weight_s = 0;
-  double weight_grad_bytes = 0;  // the activations W still needs (default activation_bytes)
+  // The halves of a split backward (docs/model.md §14): neither given, each is
+  // backward_s / 2; one given, the other is backward_s minus it.
+  std::optional<double> backward_input_s, backward_weight_s;
+  std::optional<double> weight_grad_bytes;  // the activations W still needs (default activation_bytes)
+
+  // I and W durations and W's bytes with those defaults applied.
+  double input_s() const;
+  double weight_s() const;
+  double weight_bytes() const { return weight_grad_bytes.value_or(activation_bytes); }
 };
 
 struct StageSpec {

@@ -216,7 +216,7 @@ class Engine {
     st.busy = false;
     st.busy_s += now - st.op_start;
     if (record_) timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, prog_.op_of(s, op), st.op_start, now});
-    if (st.running == st.next) {
+    if (st.running < st.end) {  // a listed op (W ops of dynamic fill lie after them)
       ++st.next;
       ++st.done;
     }
