@@ -35,6 +35,8 @@ ScheduleSpec ScheduleSpec::named(std::string_view family, std::optional<int> k) 
   ScheduleSpec s;
   s.family = std::string(family);
   s.k = k;
+  if (const ScheduleFamily* f = find_schedule_family(family); f && f->virtual_stages > 1)
+    s.virtual_stages = f->virtual_stages;
   return s;
 }
 

@@ -62,7 +62,8 @@ struct ScheduleSpec {
   WFill w_fill = WFill::Static;
   std::optional<int> max_pending_w;  // dynamic W fill: P (nullopt: unlimited)
 
-  // A named family with an optional group size.
+  // A named family with an optional group size, and the family's v when it runs with
+  // only one.
   static ScheduleSpec named(std::string_view family, std::optional<int> k = std::nullopt);
   // A custom order read from `source` (a schedule file).
   static ScheduleSpec custom();
@@ -96,8 +97,10 @@ struct Schedule {
 
 // --- the registry of schedule families ------------------------------------------
 
-// What a family's orders list for a backward: B ops, or I and W ops.
-enum class Backward : std::uint8_t { Whole, Split };
+// What a family's orders list for a backward: B ops, I and W ops, or some of each.
+// --split-backward splits the B ops of Whole and Mixed families; dynamic W fill moves
+// the W ops of Split and Mixed ones (and of any family with --split-backward).
+enum class Backward : std::uint8_t { Whole, Split, Mixed };
 
 struct ScheduleFamily {
   std::string_view name;
@@ -105,7 +108,7 @@ struct ScheduleFamily {
   bool takes_k;           // needs --k (1 <= K <= M)
   Placement placement;    // where its model stages run
   int virtual_stages;     // the only v it runs with (1 or 2), or 0: any v >= 1
-  Backward backward;      // Whole: --split-backward may split its B ops
+  Backward backward;
   // The orders for `stages` stages and `micro_batches` micro-batches, every op with its
   // model stage set, and the group size results report (Schedule::k); spec, placement
   // and the split of B ops are make_schedule's. The spec is already checked against the

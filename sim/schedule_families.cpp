@@ -58,6 +58,7 @@ constexpr auto L = Placement::Loop;
 constexpr auto V = Placement::V;
 constexpr auto Whole = Backward::Whole;
 constexpr auto Split = Backward::Split;
+constexpr auto Mixed = Backward::Mixed;
 
 // clang-format off
 constexpr std::array kFamilies{
@@ -69,7 +70,7 @@ constexpr std::array kFamilies{
   ScheduleFamily{"looped-bfs", "every forward of one model stage after another, backwards in reverse (PyTorch's ScheduleLoopedBFS)", false, L, 0, Whole, build_looped_bfs},
   ScheduleFamily{"interleaved-zb", "zero-bubble interleaved 1F1B with split backward, ZB-H1 at v = 1 (PyTorch's ScheduleInterleavedZeroBubble)", false, L, 0, Split, build_interleaved_zb},
   ScheduleFamily{"zbv", "zero-bubble V schedule, 2 model stages per stage (PyTorch's ScheduleZBVZeroBubble)", false, V, 2, Split, build_zbv},
-  ScheduleFamily{"dualpipev", "DeepSeek's DualPipe on a V, 2 model stages per stage, M >= 2D (PyTorch's ScheduleDualPipeV)", false, V, 2, Whole, build_dualpipev},
+  ScheduleFamily{"dualpipev", "DeepSeek's DualPipe on a V, 2 model stages per stage, M >= 2D (PyTorch's ScheduleDualPipeV)", false, V, 2, Mixed, build_dualpipev},
 };
 // clang-format on
 
@@ -92,7 +93,7 @@ void check_backward_options(const ScheduleFamily& family, const ScheduleSpec& sp
                                  family.virtual_stages, family.virtual_stages == 1 ? "" : "s", v));
   if (spec.split_backward && family.backward == Split)
     throw InputError(fmt::format("--split-backward: {} already splits every backward into I and W", spec.family));
-  const bool has_w = spec.split_backward || family.backward == Split;
+  const bool has_w = spec.split_backward || family.backward != Whole;
   if (spec.w_fill == WFill::Dynamic && !has_w)
     throw InputError(fmt::format(
         "--w-fill: dynamic W fill moves W ops, and {} lists whole backwards; add --split-backward", spec.family));
