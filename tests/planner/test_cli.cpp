@@ -1,6 +1,8 @@
-// `adagrouper plan` end to end on the shipped configs: the SPEC example's choices, the
-// infeasible-limit error, stable JSON with the SPEC section 6 fields, help and bad
-// command lines, and predictions equal to `adagrouper simulate`.
+// Tests of `adagrouper plan` end to end on the shipped configs.
+//
+// The toy example's choices (configs/examples/toy-4.json, docs/model.md section 9), the
+// infeasible-limit error, stable JSON with the fields of docs/formats.md ("Plan JSON"),
+// help and bad command lines, and predictions equal to `adagrouper simulate`.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -65,9 +67,9 @@ std::set<std::string> candidate_schedules(const json& doc) {
   return out;
 }
 
-// --- SPEC example -------------------------------------------------------------------
+// --- the toy example -------------------------------------------------------------------
 
-TEST_F(PlanCli, SpecExampleWithHalfSecondMessagesPicksGroupingOverOneFOneB) {
+TEST_F(PlanCli, ToyExampleWithHalfSecondMessagesPicksGroupingOverOneFOneB) {
   const json doc = plan_json("--pipeline " + kToyPipe + " --network configs/examples/toy-net-0.5s.json");
   const json& ch = doc.at("chosen");
   const std::string s = ch.at("schedule");
@@ -77,7 +79,7 @@ TEST_F(PlanCli, SpecExampleWithHalfSecondMessagesPicksGroupingOverOneFOneB) {
   EXPECT_DOUBLE_EQ(ch.at("speedup_over_1f1b").get<double>(), 41.0 / 36.0);
 }
 
-TEST_F(PlanCli, SpecExampleWithFreeCommunicationPicksOneFOneB) {
+TEST_F(PlanCli, ToyExampleWithFreeCommunicationPicksOneFOneB) {
   const json doc = plan_json("--pipeline " + kToyPipe + " --network configs/examples/toy-net-free.json");
   EXPECT_EQ(doc.at("chosen").at("schedule"), "1f1b") << doc.at("chosen").dump();
   EXPECT_EQ(doc.at("chosen").at("predicted_iteration_time_s").get<double>(), 33.0);
@@ -173,7 +175,7 @@ void check_plan_document(const json& doc, const std::string& pipe, const std::st
   EXPECT_EQ(sha[pipe], sha256sum(kRoot / pipe));
   EXPECT_EQ(sha[net], sha256sum(kRoot / net));
 
-  // chosen: the fields of SPEC section 6.
+  // chosen: the fields of docs/formats.md, "Plan JSON".
   const json& ch = doc.at("chosen");
   for (const char* f : {"schedule", "k", "micro_batch_size", "micro_batches", "predicted_iteration_time_s",
                         "peak_memory_bytes", "speedup_over_1f1b"})

@@ -1,5 +1,7 @@
-// The memory model (planner.h): never below the simulated peak on any network, tight on
-// the SPEC example with free communication; peak_inflight against the SPEC table.
+// Tests of the memory model (planner.h).
+//
+// Never below the simulated peak on any network, tight on the toy example with free
+// communication; peak_inflight against the table of docs/model.md section 2.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -18,7 +20,7 @@ sim::Network toy_network(const std::string& name, int S) {
   return sim::load_network(kRoot / "configs/examples" / name, S);
 }
 
-TEST(PeakInflight, MatchesTheSpecTable) {
+TEST(PeakInflight, MatchesTheTableOfTheModel) {
   struct Row {
     const char* name;
     std::optional<int> k;
@@ -49,16 +51,16 @@ TEST(PeakInflight, EqualsTheSimulatedPeakInflight) {
   }
 }
 
-// Tight when communication is free: the SPEC toy example (S=4, M=8, fwd 1, bwd 2,
+// Tight when communication is free: the toy example (S=4, M=8, fwd 1, bwd 2,
 // out = gout = 0.5 bytes, act 1e8, static 2e9), messages arriving the instant they are
 // produced.
 // With free communication the model is tight up to its receive-buffer allowance: the
 // activation part is exact, and the excess over the equal-speed simulation is at most
 // one waiting message per micro-batch in flight (the messages that could wait if the
 // receiver were delayed, which the model must allow and an equal-speed run never
-// shows). On the SPEC example, for 1f1b stage 0: 4 in flight, excess 2 bytes = 4
+// shows). On the toy example, for 1f1b stage 0: 4 in flight, excess 2 bytes = 4
 // gradients of 0.5 bytes.
-TEST(MemoryModel, TightUpToTheReceiveBufferAllowanceOnTheSpecExample) {
+TEST(MemoryModel, TightUpToTheReceiveBufferAllowanceOnTheToyExample) {
   const sim::Pipeline p = toy_pipeline();
   const sim::Network net = toy_network("toy-net-free.json", 4);
   const auto stages = p.at(1);

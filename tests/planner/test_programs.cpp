@@ -1,6 +1,7 @@
-// Device programs of a plan and their validation: valid programs pass; deliberately
-// broken ones (a send deleted, recvs swapped, bytes or tag changed, a deadlocking
-// compute order) are caught.
+// Tests of device programs and their validation.
+//
+// Valid programs pass; deliberately broken ones (a send deleted, recvs swapped, bytes or
+// tag changed, a deadlocking compute order) are caught.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -62,11 +63,11 @@ TEST(Programs, ShapeOfTheProgramsOfEveryNamedSchedule) {
         EXPECT_THAT(planner::validate_programs(progs), ::testing::IsEmpty());
         for (int s = 0; s < S; ++s) {
           EXPECT_EQ(progs[s].stage, s);
-          // Compute ops in schedule order.
+          // Compute ops in schedule order (each of the stage's own model stage).
           std::vector<sim::Op> compute;
           for (const auto& e : progs[s].entries) {
-            if (e.kind == Kind::Forward) compute.push_back({sim::Phase::Forward, e.micro_batch});
-            if (e.kind == Kind::Backward) compute.push_back({sim::Phase::Backward, e.micro_batch});
+            if (e.kind == Kind::Forward) compute.push_back({sim::Phase::Forward, e.micro_batch, s});
+            if (e.kind == Kind::Backward) compute.push_back({sim::Phase::Backward, e.micro_batch, s});
           }
           EXPECT_EQ(compute, sch.stages[s]);
           // p2p ops: peers, tags, bytes, communicators.
