@@ -6,13 +6,13 @@
 //   AdaptResult r = run_adapt(pipeline, network, options);
 //   adapt_json(r, inputs), adapt_text(r)   (docs/formats.md, "Adaptive run")
 //
-// Also the profiling estimator itself (window_rate), shared with `plan --comm-profile`.
+// The controller estimates rates with window_rate (profiling.h), the estimator of
+// `plan --comm-profile`.
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,36 +20,10 @@
 #include <nlohmann/json.hpp>
 
 #include "planner.h"
+#include "profiling.h"
 #include "sim.h"
 
 namespace adagrouper::planner {
-
-// --- the profiling estimator ----------------------------------------------------
-
-// One measured transfer on a channel: it started at time_s, moved `bytes` and took
-// duration_s (latency included).
-struct CommSample {
-  double time_s = 0, bytes = 0, duration_s = 0;
-};
-
-// The moving average over a profiling window (Ada-Grouper measures end-to-end transfer
-// times and averages them): over the last `window` samples, sum(bytes) over
-// sum(duration - latency), so that a transfer of the window's average size takes the
-// window's average time. Samples must be in time order.
-struct WindowRate {
-  std::size_t first = 0;   // index of the window's first sample
-  std::size_t used = 0;    // samples in the window (min(window, samples))
-  double bytes = 0;        // sum of their bytes
-  double seconds = 0;      // sum of their durations minus the latency
-  // Index of the first sample in the window whose duration is not longer than the
-  // latency (no rate explains it alone); measured files reject it, simulated
-  // observations of zero-byte messages or latency-only channels have it by nature.
-  std::optional<std::size_t> not_longer_than_latency;
-  // bytes / seconds: the rate that explains the window; nullopt when the window moved
-  // no bytes or took no time beyond the latency (nothing to estimate a rate from).
-  std::optional<double> rate() const;
-};
-WindowRate window_rate(std::span<const CommSample> samples, std::size_t window, double latency_s);
 
 // --- the controller and its comparison --------------------------------------------
 

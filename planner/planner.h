@@ -118,7 +118,9 @@ std::string plan_text(const PlanResult& plan);
 
 }  // namespace adagrouper::planner
 
-// Layer-level models and stage partitioning (they include this header themselves).
+// Layer-level models, stage partitioning, channel profiling and adaptive re-planning
+// (they include this header themselves where they need it).
 #include "model.h"      // Model, load_model, generate_model, merge_measured
 #include "partition.h"  // partition, pipeline_of, plan_model
-#include "adapt.h"      // run_adapt, window_rate: adaptive re-planning
+#include "profiling.h"  // window_rate: rates from measured transfers
+#include "adapt.h"      // run_adapt: adaptive re-planning
