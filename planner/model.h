@@ -1,9 +1,10 @@
-// Layer-level model descriptions (docs/formats.md, "Model file"): an ordered list of
-// layers, each with per-micro-batch-size forward/backward time and activation, output
-// and parameter bytes, measured or estimated; the optimizer's bytes per parameter
-// byte; and the device. Also the analytic generator behind `adagrouper model`
-// (transformer decoders and encoders, U-Net diffusion models, GNMT-style LSTM
-// seq2seq) with its device presets, and the merge of calibration measurements.
+// Layer-level models: the model file, its analytic generator and device presets, and measured layers.
+//
+// A model (docs/formats.md, "Model file") is an ordered list of layers, each with
+// per-micro-batch-size forward/backward time and activation, output and parameter
+// bytes, measured or estimated; the optimizer's bytes per parameter byte; and the
+// device. The generator behind `adagrouper model` covers transformer decoders and
+// encoders, U-Net diffusion models and GNMT-style LSTM seq2seq.
 //
 //   Model m = generate_model(arch_preset("gpt2-xl"), device_preset("v100-32gb"), {1, 2, 4}, 64);
 //   merge_measured(m, "calib.jsonl");

@@ -1,6 +1,7 @@
-// Layer-level model files (planner/model.h): the generator's closed forms (transformer
-// FLOPs and activations), the file format and its errors, the merge of calibration
-// measurements, and `adagrouper model` end to end.
+// Tests of layer-level models (planner/model.h).
+//
+// The generator's closed forms (transformer FLOPs and activations), the file format and
+// its errors, the merge of calibration measurements, and `adagrouper model` end to end.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,9 +1,12 @@
-// `adagrouper model`: layer-level model files from architecture hyperparameters, and the
-// merge of calibration measurements (docs/formats.md, "Model file").
+// `adagrouper model`: layer-level model files from architecture hyperparameters or measurements.
+//
+// Generated from a preset or hyperparameters, and merged with calibration measurements
+// (docs/formats.md, "Model file").
 #include <charconv>
 #include <iostream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -138,9 +141,7 @@ std::string summary(const planner::Model& m) {
   return out;
 }
 
-}  // namespace
-
-int cmd_model(int argc, char** argv) {
+po::options_description model_options() {
   po::options_description opts(kModelHelp);
   // clang-format off
   opts.add_options()
@@ -190,90 +191,116 @@ int cmd_model(int argc, char** argv) {
        "calibration JSONL whose \"layer\" lines replace the estimates (repeatable)")
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the model file (default: JSON on stdout)");
   // clang-format on
-  const auto parsed = parse_options(argc, argv, opts);
+  return opts;
+}
+
+// --from FILE: the model file to merge --measured into; every generator option is refused.
+planner::Model model_from_file(const po::variables_map& vm) {
+  for (const char* o : {"preset", "arch", "name", "layers", "hidden", "heads", "seq-len", "vocab", "latent",
+                        "in-channels", "channels", "attention-levels", "layers-per-block", "context-len",
+                        "context-dim", "time-embed-dim", "encoder-layers", "decoder-layers", "target-len",
+                        "global-batch-size", "memory-bytes", "peak-flops", "memory-bandwidth", "gemm-efficiency",
+                        "gemm-half-rows", "attention-efficiency", "memory-efficiency", "kernel-overhead",
+                        "reserved-bytes"})
+    if (vm.count(o)) throw InputError(fmt::format("--{}: not allowed with --from (the model file fixes it)", o));
+  for (const char* o : {"dtype", "recompute", "micro-batch-sizes", "device"})
+    if (!vm[o].defaulted()) throw InputError(fmt::format("--{}: not allowed with --from (the model file fixes it)", o));
+  if (!vm.count("measured")) throw InputError("--from: give --measured FILE.jsonl to merge into the model");
+  return planner::load_model(vm["from"].as<std::string>());
+}
+
+// The preset or --arch, and the name.
+planner::Arch named_arch(const po::variables_map& vm) {
+  planner::Arch arch;
+  if (vm.count("preset")) arch = planner::arch_preset(vm["preset"].as<std::string>());
+  if (vm.count("arch")) {
+    const std::string a = vm["arch"].as<std::string>();
+    if (vm.count("preset") && a != arch.arch)
+      throw InputError(fmt::format("--arch: the preset {} is a {} model, not {}", arch.name, arch.arch, a));
+    arch.arch = a;
+  }
+  if (arch.arch.empty()) throw InputError("--arch: missing; give --preset NAME or --arch gpt|bert|unet|gnmt");
+  if (vm.count("name")) arch.name = vm["name"].as<std::string>();
+  if (arch.name.empty()) arch.name = arch.arch;
+  return arch;
+}
+
+// The architecture: the preset or --arch, with every hyperparameter option applied.
+planner::Arch arch_from(const po::variables_map& vm) {
+  planner::Arch arch = named_arch(vm);
+  auto set_int = [&](const char* o, int& field) {
+    if (vm.count(o)) field = vm[o].as<int>();
+  };
+  set_int("layers", arch.layers);
+  set_int("hidden", arch.hidden);
+  set_int("heads", arch.heads);
+  set_int("seq-len", arch.seq_len);
+  set_int("vocab", arch.vocab);
+  set_int("latent", arch.latent);
+  set_int("in-channels", arch.in_channels);
+  set_int("layers-per-block", arch.layers_per_block);
+  set_int("context-len", arch.context_len);
+  set_int("context-dim", arch.context_dim);
+  set_int("time-embed-dim", arch.time_embed_dim);
+  set_int("encoder-layers", arch.encoder_layers);
+  set_int("decoder-layers", arch.decoder_layers);
+  set_int("target-len", arch.target_len);
+  set_int("global-batch-size", arch.global_batch_size);
+  if (vm.count("global-batch-size") && arch.global_batch_size < 1)
+    throw InputError(fmt::format("--global-batch-size: must be >= 1, got {}", arch.global_batch_size));
+  if (vm.count("channels")) arch.channels = int_list("channels", vm["channels"].as<std::string>());
+  if (vm.count("attention-levels")) {
+    arch.attention = int_list("attention-levels", vm["attention-levels"].as<std::string>());
+    for (int v : arch.attention)
+      if (v != 0 && v != 1) throw InputError(fmt::format("--attention-levels: entries must be 0 or 1, got {}", v));
+  }
+  const std::string dtype = vm["dtype"].as<std::string>();
+  if (dtype == "fp16" || dtype == "bf16") {
+    arch.bytes_per_element = 2;
+  } else if (dtype == "fp32") {
+    arch.bytes_per_element = 4;
+  } else {
+    throw InputError(fmt::format("--dtype: must be fp16, bf16 or fp32, got '{}'", dtype));
+  }
+  arch.recompute = vm["recompute"].as<std::string>();
+  return arch;
+}
+
+// The device preset with every device option applied, noted in its source.
+planner::Device device_from(const po::variables_map& vm) {
+  planner::Device dev = planner::device_preset(vm["device"].as<std::string>());
+  const std::pair<const char*, double planner::Device::*> fields[] = {
+      {"memory-bytes", &planner::Device::memory_bytes},
+      {"peak-flops", &planner::Device::peak_flops},
+      {"memory-bandwidth", &planner::Device::memory_bandwidth},
+      {"gemm-efficiency", &planner::Device::gemm_efficiency},
+      {"gemm-half-rows", &planner::Device::gemm_half_rows},
+      {"attention-efficiency", &planner::Device::attention_efficiency},
+      {"memory-efficiency", &planner::Device::memory_efficiency},
+      {"kernel-overhead", &planner::Device::kernel_overhead_s},
+      {"reserved-bytes", &planner::Device::reserved_bytes},
+  };
+  for (const auto& [o, field] : fields)
+    if (vm.count(o)) dev.*field = vm[o].as<double>();
+  for (const auto& [o, field] : fields)
+    if (vm.count(o))
+      dev.source += fmt::format("{}--{} {} given on the command line", dev.source.empty() ? "" : "; ", o,
+                                vm[o].as<double>());
+  return dev;
+}
+
+}  // namespace
+
+int cmd_model(int argc, char** argv) {
+  const auto parsed = parse_options(argc, argv, model_options());
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
-
   planner::Model model;
   if (vm.count("from")) {
-    for (const char* o : {"preset", "arch", "name", "layers", "hidden", "heads", "seq-len", "vocab", "latent",
-                          "in-channels", "channels", "attention-levels", "layers-per-block", "context-len",
-                          "context-dim", "time-embed-dim", "encoder-layers", "decoder-layers", "target-len",
-                          "global-batch-size", "memory-bytes", "peak-flops", "memory-bandwidth", "gemm-efficiency",
-                          "gemm-half-rows", "attention-efficiency", "memory-efficiency", "kernel-overhead",
-                          "reserved-bytes"})
-      if (vm.count(o)) throw InputError(fmt::format("--{}: not allowed with --from (the model file fixes it)", o));
-    for (const char* o : {"dtype", "recompute", "micro-batch-sizes", "device"})
-      if (!vm[o].defaulted()) throw InputError(fmt::format("--{}: not allowed with --from (the model file fixes it)", o));
-    if (!vm.count("measured")) throw InputError("--from: give --measured FILE.jsonl to merge into the model");
-    model = planner::load_model(vm["from"].as<std::string>());
+    model = model_from_file(vm);
   } else {
-    planner::Arch arch;
-    if (vm.count("preset")) arch = planner::arch_preset(vm["preset"].as<std::string>());
-    if (vm.count("arch")) {
-      const std::string a = vm["arch"].as<std::string>();
-      if (vm.count("preset") && a != arch.arch)
-        throw InputError(fmt::format("--arch: the preset {} is a {} model, not {}", arch.name, arch.arch, a));
-      arch.arch = a;
-    }
-    if (arch.arch.empty()) throw InputError("--arch: missing; give --preset NAME or --arch gpt|bert|unet|gnmt");
-    if (vm.count("name")) arch.name = vm["name"].as<std::string>();
-    if (arch.name.empty()) arch.name = arch.arch;
-    auto set_int = [&](const char* o, int& field) {
-      if (vm.count(o)) field = vm[o].as<int>();
-    };
-    set_int("layers", arch.layers);
-    set_int("hidden", arch.hidden);
-    set_int("heads", arch.heads);
-    set_int("seq-len", arch.seq_len);
-    set_int("vocab", arch.vocab);
-    set_int("latent", arch.latent);
-    set_int("in-channels", arch.in_channels);
-    set_int("layers-per-block", arch.layers_per_block);
-    set_int("context-len", arch.context_len);
-    set_int("context-dim", arch.context_dim);
-    set_int("time-embed-dim", arch.time_embed_dim);
-    set_int("encoder-layers", arch.encoder_layers);
-    set_int("decoder-layers", arch.decoder_layers);
-    set_int("target-len", arch.target_len);
-    set_int("global-batch-size", arch.global_batch_size);
-    if (vm.count("global-batch-size") && arch.global_batch_size < 1)
-      throw InputError(fmt::format("--global-batch-size: must be >= 1, got {}", arch.global_batch_size));
-    if (vm.count("channels")) arch.channels = int_list("channels", vm["channels"].as<std::string>());
-    if (vm.count("attention-levels")) {
-      arch.attention = int_list("attention-levels", vm["attention-levels"].as<std::string>());
-      for (int v : arch.attention)
-        if (v != 0 && v != 1) throw InputError(fmt::format("--attention-levels: entries must be 0 or 1, got {}", v));
-    }
-    const std::string dtype = vm["dtype"].as<std::string>();
-    if (dtype == "fp16" || dtype == "bf16") {
-      arch.bytes_per_element = 2;
-    } else if (dtype == "fp32") {
-      arch.bytes_per_element = 4;
-    } else {
-      throw InputError(fmt::format("--dtype: must be fp16, bf16 or fp32, got '{}'", dtype));
-    }
-    arch.recompute = vm["recompute"].as<std::string>();
-
-    planner::Device dev = planner::device_preset(vm["device"].as<std::string>());
-    auto set_dev = [&](const char* o, double& field) {
-      if (vm.count(o)) field = vm[o].as<double>();
-    };
-    set_dev("memory-bytes", dev.memory_bytes);
-    set_dev("peak-flops", dev.peak_flops);
-    set_dev("memory-bandwidth", dev.memory_bandwidth);
-    set_dev("gemm-efficiency", dev.gemm_efficiency);
-    set_dev("gemm-half-rows", dev.gemm_half_rows);
-    set_dev("attention-efficiency", dev.attention_efficiency);
-    set_dev("memory-efficiency", dev.memory_efficiency);
-    set_dev("kernel-overhead", dev.kernel_overhead_s);
-    set_dev("reserved-bytes", dev.reserved_bytes);
-    for (const char* o : {"memory-bytes", "peak-flops", "memory-bandwidth", "gemm-efficiency", "gemm-half-rows",
-                          "attention-efficiency", "memory-efficiency", "kernel-overhead", "reserved-bytes"})
-      if (vm.count(o)) {
-        dev.source += fmt::format("{}--{} {} given on the command line", dev.source.empty() ? "" : "; ", o,
-                                  vm[o].as<double>());
-      }
+    const planner::Arch arch = arch_from(vm);
+    const planner::Device dev = device_from(vm);
     model = planner::generate_model(arch, dev, int_list("micro-batch-sizes", vm["micro-batch-sizes"].as<std::string>()));
     model.generated_by = command_line(argc, argv);
   }
