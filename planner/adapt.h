@@ -1,7 +1,9 @@
-// Adaptive re-planning (docs/model.md, "Adaptive re-planning"): a simulated Ada-Grouper
-// runtime that profiles its own transfers, re-evaluates the planner's candidates every R
-// iterations on the network it measured, and switches plan when the predicted gain is
-// worth the pause; compared on the same trace with static plans and a hindsight oracle.
+// Adaptive re-planning: the simulated Ada-Grouper runtime and the policies it is compared with.
+//
+// A controller that profiles its own transfers, re-evaluates the planner's candidates
+// every R iterations on the network it measured, and switches plan when the predicted
+// gain is worth the pause; compared on the same trace with static plans and a hindsight
+// oracle (docs/model.md section 13).
 //
 //   AdaptResult r = run_adapt(pipeline, network, options);
 //   adapt_json(r, inputs), adapt_text(r)   (docs/formats.md, "Adaptive run")
@@ -24,8 +26,6 @@
 #include "sim.h"
 
 namespace adagrouper::planner {
-
-// --- the controller and its comparison --------------------------------------------
 
 struct AdaptOptions {
   double memory_limit_bytes = 0;  // per stage
@@ -112,9 +112,6 @@ using RowSink = std::function<void(const std::string& policy, const IterationRow
 // memory limit, SimError when the network cannot carry a message.
 AdaptResult run_adapt(const sim::Pipeline& pipeline, const sim::Network& network, const AdaptOptions& options,
                       const RowSink& sink = {});
-
-// The plan as users name it: "kfkb k=3 b=1", "1f1b b=4", "dapple-b b=2", "gpipe b=1".
-std::string plan_name(const Candidate& c);
 
 // Rows file: CSV header and row, or a JSON Lines object (docs/formats.md).
 std::string rows_csv_header();

@@ -1,15 +1,15 @@
-// The planner's memory model (see planner.h and docs/model.md, "Memory model").
+// The planner's memory model: a per-stage bound on peak memory for a schedule.
 //
-// At any instant stage s is either waiting before op i or running op i. Both the
-// micro-batches in flight and the messages consumed so far are then fixed by the
-// order. A message from a neighbour can be waiting in the receive buffer only if its
-// producing op can have ended, and an op on a neighbour stage that depends
-// (transitively) on the end of op i cannot have. Along a pipeline every such path
-// leaves stage s from op i or a later op through one of its own messages, so the
-// first neighbour op that depends on op i is a suffix minimum over the consumers of
-// the messages that ops i.. send. Counting the messages produced before that point
-// and not yet consumed bounds the buffer at every instant of the interval; with a
-// channel capacity Q it is also at most Q.
+// See planner.h and docs/model.md section 11. At any instant stage s is either waiting
+// before op i or running op i. Both the micro-batches in flight and the messages
+// consumed so far are then fixed by the order. A message from a neighbour can be waiting
+// in the receive buffer only if its producing op can have ended, and an op on a
+// neighbour stage that depends (transitively) on the end of op i cannot have. Along a
+// pipeline every such path leaves stage s from op i or a later op through one of its
+// own messages, so the first neighbour op that depends on op i is a suffix minimum over
+// the consumers of the messages that ops i.. send. Counting the messages produced before
+// that point and not yet consumed bounds the buffer at every instant of the interval;
+// with a channel capacity Q it is also at most Q.
 #include <algorithm>
 #include <cstdint>
 #include <limits>

@@ -1,8 +1,10 @@
-// Stage partitioning (docs/model.md, "Stage partitioning"): cut the L layers of a model
-// into S contiguous stages for one micro-batch size and schedule, minimising the
-// pipeline latency model under the memory limit with a dynamic program over layer
-// ranges (as DAPPLE and PipeDream do), then refining the best few cuts with the
-// simulator. The result is a pipeline file (SPEC section 4).
+// Stage partitioning: cutting a model's layers into pipeline stages, and model -> plan.
+//
+// Cut the L layers of a model into S contiguous stages for one micro-batch size and
+// schedule, minimising the pipeline latency model under the memory limit with a dynamic
+// program over layer ranges (as DAPPLE and PipeDream do), then refining the best few
+// cuts with the simulator (docs/model.md section 12). The result is a pipeline file
+// (docs/formats.md, "Pipeline file").
 //
 //   PartitionResult r = partition(model, network, {.stages = 8, .micro_batch_size = 2, ...});
 //   r.pipeline  ->  pipeline_json(r)  ->  adagrouper plan / simulate
@@ -25,8 +27,7 @@ struct PartitionOptions {
   int stages = 0;                  // S
   int micro_batch_size = 0;        // b
   int global_batch_size = 0;       // B (b must divide it; M = B / b)
-  std::string schedule = "1f1b";   // 1f1b, kfkb, gpipe, dapple-b: sets the micro-batches in flight
-  std::optional<int> k;            // group size (kfkb only)
+  sim::ScheduleSpec schedule;      // 1f1b (default), kfkb with k, gpipe, dapple-b: the micro-batches in flight
   double memory_limit_bytes = 0;   // per stage
   int refine = 8;                  // cuts simulated after the DP (0: take the DP's optimum)
   int eval_iterations = 1;         // iterations simulated per refined cut
@@ -86,6 +87,12 @@ class PartitionProblem {
   struct Term {  // memory = static + act * a + in_fwd * f + in_bwd * g
     double a, f, g;
   };
+  class Dp;  // the dynamic program of solve() (partition_dp.cpp)
+
+  // The constructor's parts (partition_problem.cpp).
+  void sum_layers(const Model& model, int b);
+  void derive_memory_terms(const sim::Network& network);
+  void derive_channel_costs(const sim::Network& network, double t0);
 
   int L_ = 0, S_ = 0, M_ = 0;
   double limit_ = 0;
@@ -120,7 +127,8 @@ PartitionResult partition(const Model& model, const sim::Network& network, const
 sim::Pipeline pipeline_of(const Model& model, const std::vector<int>& bounds, int global_batch_size,
                           double memory_limit_bytes);
 
-// The pipeline file (SPEC section 4) with a "partition" record of how it was made.
+// The pipeline file (docs/formats.md, "Pipeline file") with a "partition" record of how
+// it was made.
 nlohmann::ordered_json pipeline_json(const PartitionResult& r, const Model& model);
 // The partition report (`partition --json`).
 nlohmann::ordered_json partition_json(const PartitionResult& r);

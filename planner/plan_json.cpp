@@ -1,4 +1,4 @@
-// The adagrouper.plan/1 document and the human summary of a plan.
+// The outputs of `plan`: the adagrouper.plan/1 document and the table of candidates.
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -11,7 +11,7 @@ namespace {
 
 nlohmann::ordered_json candidate_json(const Candidate& c) {
   nlohmann::ordered_json j;
-  j["schedule"] = c.schedule;
+  j["schedule"] = c.spec.family;
   j["k"] = c.k;
   j["micro_batch_size"] = c.micro_batch_size;
   j["micro_batches"] = c.micro_batches;
@@ -39,30 +39,11 @@ const char* kind_name(ProgramEntry::Kind k) {
   return "?";
 }
 
-}  // namespace
-
-nlohmann::ordered_json plan_json(const PlanResult& plan, const std::vector<InputFile>& inputs) {
-  const auto programs = device_programs(plan.chosen_schedule, plan.chosen_stages);
-  const auto problems = validate_programs(programs);
-  if (!problems.empty()) {
-    std::string all;
-    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
-    throw std::logic_error("internal error: the chosen plan's device programs are invalid: " + all);
-  }
-
+// The chosen plan: its candidate's figures and the op order of every stage.
+nlohmann::ordered_json chosen_json(const PlanResult& plan) {
   const Candidate& win = plan.candidates[plan.chosen];
-  nlohmann::ordered_json j;
-  j["schema"] = "adagrouper.plan/1";
-  j["pipeline"] = plan.pipeline.name;
-  j["stages"] = plan.pipeline.num_stages();
-  j["global_batch_size"] = plan.options.global_batch_size;
-  j["memory_limit_bytes"] = plan.options.memory_limit_bytes;
-  auto& in = j["inputs"] = nlohmann::ordered_json::array();
-  for (const auto& f : inputs) in.push_back({{"role", f.role}, {"path", f.path}, {"sha256", f.sha256}});
-  j["evaluation"] = {{"iterations", plan.options.eval_iterations}, {"start_time_s", plan.options.eval_start_s}};
-
   nlohmann::ordered_json chosen;
-  chosen["schedule"] = win.schedule;
+  chosen["schedule"] = win.spec.family;
   chosen["k"] = win.k;
   chosen["micro_batch_size"] = win.micro_batch_size;
   chosen["micro_batches"] = win.micro_batches;
@@ -81,38 +62,77 @@ nlohmann::ordered_json plan_json(const PlanResult& plan, const std::vector<Input
     for (const auto& op : ops) names.push_back(sim::op_name(op));
     chosen["order"].push_back(std::move(names));
   }
-  j["chosen"] = std::move(chosen);
+  return chosen;
+}
 
-  auto& cs = j["candidates"] = nlohmann::ordered_json::array();
-  for (const auto& c : plan.candidates) cs.push_back(candidate_json(c));
+nlohmann::ordered_json entry_json(const ProgramEntry& e) {
+  nlohmann::ordered_json o;
+  o["op"] = kind_name(e.kind);
+  if (e.kind == ProgramEntry::Kind::Send || e.kind == ProgramEntry::Kind::Recv) {
+    o["stream"] = kind_name(e.kind);
+    o["peer"] = e.peer;
+    o["micro_batch"] = e.micro_batch;
+    o["bytes"] = e.bytes;
+    o["tag"] = e.tag;
+    o["communicator"] = e.communicator;
+  } else {
+    o["micro_batch"] = e.micro_batch;
+  }
+  return o;
+}
 
-  auto& devs = j["devices"] = nlohmann::ordered_json::array();
+nlohmann::ordered_json devices_json(const std::vector<DeviceProgram>& programs) {
+  auto devs = nlohmann::ordered_json::array();
   for (const auto& p : programs) {
     nlohmann::ordered_json d;
     d["stage"] = p.stage;
     auto& prog = d["program"] = nlohmann::ordered_json::array();
-    for (const auto& e : p.entries) {
-      nlohmann::ordered_json o;
-      o["op"] = kind_name(e.kind);
-      if (e.kind == ProgramEntry::Kind::Send || e.kind == ProgramEntry::Kind::Recv) {
-        o["stream"] = kind_name(e.kind);
-        o["peer"] = e.peer;
-        o["micro_batch"] = e.micro_batch;
-        o["bytes"] = e.bytes;
-        o["tag"] = e.tag;
-        o["communicator"] = e.communicator;
-      } else {
-        o["micro_batch"] = e.micro_batch;
-      }
-      prog.push_back(std::move(o));
-    }
+    for (const auto& e : p.entries) prog.push_back(entry_json(e));
     devs.push_back(std::move(d));
   }
-  auto& comms = j["communicators"] = nlohmann::ordered_json::array();
-  for (int s = 0; s + 1 < plan.pipeline.num_stages(); ++s) {
+  return devs;
+}
+
+// One communicator per pair of neighbours and direction.
+nlohmann::ordered_json communicators_json(int stages) {
+  auto comms = nlohmann::ordered_json::array();
+  for (int s = 0; s + 1 < stages; ++s) {
     comms.push_back({{"id", 2 * s}, {"from", s}, {"to", s + 1}, {"carries", "activations"}});
     comms.push_back({{"id", 2 * s + 1}, {"from", s + 1}, {"to", s}, {"carries", "gradients"}});
   }
+  return comms;
+}
+
+// The chosen plan's device programs; throws std::logic_error when they are invalid.
+std::vector<DeviceProgram> checked_programs(const PlanResult& plan) {
+  auto programs = device_programs(plan.chosen_schedule, plan.chosen_stages);
+  const auto problems = validate_programs(programs);
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+    throw std::logic_error("internal error: the chosen plan's device programs are invalid: " + all);
+  }
+  return programs;
+}
+
+}  // namespace
+
+nlohmann::ordered_json plan_json(const PlanResult& plan, const std::vector<InputFile>& inputs) {
+  const auto programs = checked_programs(plan);
+  nlohmann::ordered_json j;
+  j["schema"] = "adagrouper.plan/1";
+  j["pipeline"] = plan.pipeline.name;
+  j["stages"] = plan.pipeline.num_stages();
+  j["global_batch_size"] = plan.options.global_batch_size;
+  j["memory_limit_bytes"] = plan.options.memory_limit_bytes;
+  auto& in = j["inputs"] = nlohmann::ordered_json::array();
+  for (const auto& f : inputs) in.push_back({{"role", f.role}, {"path", f.path}, {"sha256", f.sha256}});
+  j["evaluation"] = {{"iterations", plan.options.eval_iterations}, {"start_time_s", plan.options.eval_start_s}};
+  j["chosen"] = chosen_json(plan);
+  auto& cs = j["candidates"] = nlohmann::ordered_json::array();
+  for (const auto& c : plan.candidates) cs.push_back(candidate_json(c));
+  j["devices"] = devices_json(programs);
+  j["communicators"] = communicators_json(plan.pipeline.num_stages());
   return j;
 }
 
@@ -130,12 +150,11 @@ std::string plan_text(const PlanResult& plan) {
     const std::string t = c.evaluated ? fmt::format("{:.6g}", c.predicted_iteration_time_s) : "-";
     const std::string sp = c.evaluated && base > 0 ? fmt::format("{:.3f}x", base / c.predicted_iteration_time_s) : "-";
     out += fmt::format("{} {:<9} {:>4} {:>5} {:>6} {:>8.2f} GiB {:>13} {:>8}  {}\n", i == plan.chosen ? "*" : " ",
-                       c.schedule, c.k, c.micro_batch_size, c.micro_batches, c.peak_model_memory() / gib, t, sp,
+                       c.spec.family, c.k, c.micro_batch_size, c.micro_batches, c.peak_model_memory() / gib, t, sp,
                        to_string(c.status));
   }
-  std::string why = fmt::format("{}{} with b = {} is the fastest plan that fits: {:.6g} s per iteration",
-                                win.schedule, win.schedule == "kfkb" ? fmt::format(" k = {}", win.k) : "",
-                                win.micro_batch_size, win.predicted_iteration_time_s);
+  std::string why = fmt::format("{} with b = {} is the fastest plan that fits: {:.6g} s per iteration",
+                                win.spec.prose(), win.micro_batch_size, win.predicted_iteration_time_s);
   if (plan.one_f_one_b && plan.one_f_one_b != plan.chosen)
     why += fmt::format(", {:.3f}x the throughput of 1F1B", plan.speedup_over_1f1b());
   why += fmt::format(", peak {:.2f} GiB on stage {}.\n", win.peak_model_memory() / gib, win.peak_stage());

@@ -1,5 +1,9 @@
-// The Ada-Grouper planner: (k, b) candidates on the memory-limit curve, each evaluated
-// with the simulator, the fastest feasible one chosen, and its per-device programs.
+// The Ada-Grouper planner: the library's entry header.
+//
+// (k, b) candidates on the memory-limit curve, each evaluated with the simulator, the
+// fastest feasible one chosen, and its per-device programs (docs/model.md section 11).
+// It also includes the headers of models, partitioning, profiling and adaptive
+// re-planning.
 //
 //   PlanResult r = make_plan(pipeline, network, options);
 //   plan_json(r, inputs)  ->  the adagrouper.plan/1 document (docs/formats.md)
@@ -42,7 +46,9 @@ enum class Status { Chosen, Lost, Pruned, Infeasible };
 std::string to_string(Status s);
 
 struct Candidate {
-  std::string schedule;           // kfkb, 1f1b, dapple-b, gpipe
+  sim::ScheduleSpec spec;         // kfkb with its k, or 1f1b, dapple-b, gpipe (no k)
+  // The group size outputs report (the "k" of plan JSON, tables and rows): spec.k for
+  // kfkb, 1 for 1f1b and dapple-b, M for gpipe (sim::Schedule::k).
   int k = 0;
   int micro_batch_size = 0;
   int micro_batches = 0;
@@ -57,6 +63,8 @@ struct Candidate {
 
   double peak_model_memory() const;
   int peak_stage() const;  // stage with the largest model memory
+  // The plan as users name it: "kfkb k=3 b=1", "1f1b b=4", "gpipe b=1".
+  std::string label() const { return spec.label(micro_batch_size); }
 };
 
 struct PlanResult {

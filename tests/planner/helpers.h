@@ -1,5 +1,7 @@
-// Shared helpers of the planner_test suite: seeded randomness drawn by hand, pipelines
-// with several profile sizes, random networks, and a runner for build/adagrouper.
+// Shared helpers of the planner_test suite.
+//
+// Seeded randomness drawn by hand, pipelines with several profile sizes, random
+// networks, and a runner for build/adagrouper.
 #pragma once
 
 #include "../common/network_edit.h"
@@ -108,11 +110,6 @@ inline sim::Pipeline random_pipeline(Rng& rng, int S, const std::vector<int>& si
 // Network with every channel at `rate`, and the given traces replacing some of them.
 inline sim::Network constant_network(int S, std::optional<double> rate, double latency = 0.0) {
   return sim::Network::uniform(S, rate, latency);
-}
-
-// Schedule of a candidate (the planner's naming).
-inline sim::Schedule schedule_of(const std::string& name, int S, int M, int k) {
-  return sim::make_named(name, S, M, name == "kfkb" ? std::optional<int>(k) : std::nullopt);
 }
 
 // ---- command line ----------------------------------------------------------------

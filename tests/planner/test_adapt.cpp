@@ -49,17 +49,17 @@ planner::AdaptOptions options_for(const sim::Pipeline& p, int n, int r, int w, d
   return o;
 }
 
-// What the planner chooses on a constant network, as (schedule, k, b).
-std::tuple<std::string, int, int> planner_choice(const sim::Pipeline& p, double rate) {
+// What the planner chooses on a constant network, as its label ("kfkb k=2 b=4").
+std::string planner_choice(const sim::Pipeline& p, double rate) {
   planner::PlanOptions po;
   po.memory_limit_bytes = *p.memory_limit_bytes;
   po.global_batch_size = p.global_batch_size;
   const planner::PlanResult r = planner::make_plan(p, sim::Network::uniform(p.num_stages(), rate, kLatency), po);
   const planner::Candidate& c = r.candidates[r.chosen];
-  return {c.schedule, c.k, c.micro_batch_size};
+  return c.label();
 }
 
-std::tuple<std::string, int, int> key(const planner::Candidate& c) { return {c.schedule, c.k, c.micro_batch_size}; }
+std::string key(const planner::Candidate& c) { return c.label(); }
 
 // The orderings every run must satisfy, whatever the trace.
 void expect_orderings(const planner::AdaptResult& r) {
@@ -114,7 +114,7 @@ TEST(Adapt, StepChangeSwitchesWithinTheWindowAndPeriodAndBeatsTheFirstWindowPlan
 
   // The launch profile (1F1B, ceil(W / M) iterations) ends before the step, so the first
   // plan is the planner's choice on the fast network.
-  EXPECT_EQ(r.candidates[r.profile_plan].schedule, "1f1b");
+  EXPECT_EQ(r.candidates[r.profile_plan].spec.label(), "1f1b");
   const int m0 = r.candidates[r.profile_plan].micro_batches;
   EXPECT_EQ(r.profile_iterations, (W + m0 - 1) / m0);
   EXPECT_EQ(key(r.candidates[r.launch_plan]), planner_choice(unet, kHigh));

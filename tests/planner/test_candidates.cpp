@@ -1,7 +1,8 @@
-// Candidates, evaluation and selection of make_plan: the chosen plan is the argmin of
-// the evaluated feasible candidates; each prediction is exactly the simulator's; the
-// memory-limit curve is monotone, each point is the largest fitting b, smaller b are
-// pruned and entries over the limit infeasible.
+// Tests of make_plan's candidates, evaluation and selection.
+//
+// The chosen plan is the argmin of the evaluated feasible candidates; each prediction is
+// exactly the simulator's; the memory-limit curve is monotone, each point is the largest
+// fitting b, smaller b are pruned and entries over the limit infeasible.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,7 +27,7 @@ using ::testing::HasSubstr;
 
 double peak(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 
-bool is_curve_schedule(const Candidate& c) { return c.schedule == "1f1b" || c.schedule == "kfkb"; }
+bool is_curve_schedule(const Candidate& c) { return c.spec.family == "1f1b" || c.spec.family == "kfkb"; }
 
 std::vector<int> valid_sizes(const sim::Pipeline& p, int B) {
   std::vector<int> out;
@@ -36,14 +37,14 @@ std::vector<int> valid_sizes(const sim::Pipeline& p, int B) {
 }
 
 std::string describe(const Candidate& c) {
-  return fmt::format("{} k={} b={} M={} status={} mem={} t={}", c.schedule, c.k, c.micro_batch_size, c.micro_batches,
+  return fmt::format("{} k={} b={} M={} status={} mem={} t={}", c.spec.family, c.k, c.micro_batch_size, c.micro_batches,
                      planner::to_string(c.status), c.peak_model_memory(), c.predicted_iteration_time_s);
 }
 
-// The memory model of a (schedule, k, b) computed independently of the planner.
-std::vector<double> model_of(const sim::Pipeline& p, const sim::Network& net, const std::string& name, int k, int b,
+// The memory model of a (schedule, b) computed independently of the planner.
+std::vector<double> model_of(const sim::Pipeline& p, const sim::Network& net, const sim::ScheduleSpec& spec, int b,
                              int B) {
-  return planner::memory_model(p.at(b), schedule_of(name, p.num_stages(), B / b, k), net);
+  return planner::memory_model(p.at(b), sim::make_schedule(spec, p.num_stages(), B / b), net);
 }
 
 struct Stats {
@@ -68,7 +69,7 @@ bool check_plan(const sim::Pipeline& p_in, const sim::Network& net, const planne
     const auto sizes = valid_sizes(p, o.global_batch_size);
     EXPECT_FALSE(sizes.empty());
     if (!sizes.empty()) {
-      EXPECT_GT(peak(model_of(p, net, "1f1b", 1, sizes.front(), o.global_batch_size)), o.memory_limit_bytes)
+      EXPECT_GT(peak(model_of(p, net, sim::ScheduleSpec::named("1f1b"), sizes.front(), o.global_batch_size)), o.memory_limit_bytes)
           << e.what();
     }
     EXPECT_THAT(e.what(), HasSubstr("memory_limit_bytes"));
@@ -97,7 +98,7 @@ void check_result(const planner::PlanResult& plan, const sim::Pipeline& p, const
     EXPECT_EQ(c.micro_batches * c.micro_batch_size, B);
     EXPECT_NE(std::find(sizes.begin(), sizes.end(), c.micro_batch_size), sizes.end());
     ASSERT_EQ(c.model_memory.size(), static_cast<std::size_t>(S));
-    EXPECT_EQ(c.model_memory, model_of(p, net, c.schedule, c.k, c.micro_batch_size, B));
+    EXPECT_EQ(c.model_memory, model_of(p, net, c.spec, c.micro_batch_size, B));
     if (c.status == Status::Chosen) {
       ++chosen_count;
       EXPECT_EQ(i, plan.chosen);
@@ -137,7 +138,7 @@ void check_result(const planner::PlanResult& plan, const sim::Pipeline& p, const
     EXPECT_LE(wkey, key) << "chosen " << describe(win) << " but " << describe(c) << " ties and is better";
   }
   EXPECT_EQ(win.status, Status::Chosen);
-  const sim::Schedule wsch = schedule_of(win.schedule, S, win.micro_batches, win.k);
+  const sim::Schedule wsch = sim::make_schedule(win.spec, S, win.micro_batches);
   EXPECT_EQ(plan.chosen_schedule.stages, wsch.stages);
   ASSERT_EQ(plan.chosen_stages.size(), static_cast<std::size_t>(S));
   const auto wst = p.at(win.micro_batch_size);
@@ -148,7 +149,7 @@ void check_result(const planner::PlanResult& plan, const sim::Pipeline& p, const
   }
   if (plan.one_f_one_b) {
     const Candidate& base = cands[*plan.one_f_one_b];
-    EXPECT_EQ(base.schedule, "1f1b");
+    EXPECT_EQ(base.spec.label(), "1f1b");
     EXPECT_TRUE(base.evaluated);
     EXPECT_DOUBLE_EQ(plan.speedup_over_1f1b(), base.predicted_iteration_time_s / win.predicted_iteration_time_s);
     EXPECT_GE(plan.speedup_over_1f1b(), 1.0);
@@ -158,7 +159,7 @@ void check_result(const planner::PlanResult& plan, const sim::Pipeline& p, const
   for (const Candidate& c : cands) {
     if (!c.evaluated) continue;
     SCOPED_TRACE(describe(c));
-    sim::Scenario sc = sim::make_scenario(p, net, schedule_of(c.schedule, S, c.micro_batches, c.k),
+    sim::Scenario sc = sim::make_scenario(p, net, sim::make_schedule(c.spec, S, c.micro_batches),
                                           c.micro_batch_size, o.eval_iterations);
     sc.start_time_s = o.eval_start_s;
     const sim::SimResult r = sim::simulate(sc);
@@ -177,7 +178,7 @@ void check_result(const planner::PlanResult& plan, const sim::Pipeline& p, const
   for (const Candidate& c : cands) {
     if (!c.evaluated || !is_curve_schedule(c)) continue;
     EXPECT_TRUE(curve.emplace(c.k, &c).second) << "two curve points for k = " << c.k;
-    if (c.schedule == "1f1b") {
+    if (c.spec.family == "1f1b") {
       EXPECT_EQ(c.k, 1);
     }
   }
@@ -194,7 +195,7 @@ void check_result(const planner::PlanResult& plan, const sim::Pipeline& p, const
     // Every larger valid b (k <= M) is over the limit; in particular the next one.
     for (int b : sizes) {
       if (b <= c->micro_batch_size || k > B / b) continue;
-      EXPECT_GT(peak(model_of(p, net, "kfkb", k, b, B)), limit) << "k = " << k << ", b = " << b << " fits too";
+      EXPECT_GT(peak(model_of(p, net, sim::ScheduleSpec::named("kfkb", k), b, B)), limit) << "k = " << k << ", b = " << b << " fits too";
     }
     // Every smaller valid b with the same k is listed as pruned.
     for (int b : sizes) {
@@ -222,7 +223,7 @@ void check_result(const planner::PlanResult& plan, const sim::Pipeline& p, const
   const int K = curve.rbegin()->first;
   for (int b : sizes) {
     if (K + 1 > B / b) continue;
-    EXPECT_GT(peak(model_of(p, net, "kfkb", K + 1, b, B)), limit) << "the curve stops at k = " << K
+    EXPECT_GT(peak(model_of(p, net, sim::ScheduleSpec::named("kfkb", K + 1), b, B)), limit) << "the curve stops at k = " << K
                                                                   << " but k = " << K + 1 << ", b = " << b << " fits";
   }
 
@@ -231,9 +232,9 @@ void check_result(const planner::PlanResult& plan, const sim::Pipeline& p, const
     SCOPED_TRACE(name);
     std::optional<int> largest;  // largest b at which the baseline fits
     for (int b : sizes)
-      if (fits(model_of(p, net, name, 1, b, B))) largest = b;
+      if (fits(model_of(p, net, sim::ScheduleSpec::named(name), b, B))) largest = b;
     const auto it = std::find_if(cands.begin(), cands.end(),
-                                 [&](const Candidate& x) { return x.schedule == name && (x.evaluated || !largest); });
+                                 [&](const Candidate& x) { return x.spec.family == name && (x.evaluated || !largest); });
     ASSERT_NE(it, cands.end()) << "baseline missing from the candidates";
     if (largest) {
       EXPECT_EQ(it->micro_batch_size, *largest);
@@ -276,7 +277,7 @@ sim::Network trace_network(int S) {
   return net;
 }
 
-TEST(Plan, SpecExampleOnEveryToyNetwork) {
+TEST(Plan, ToyExampleOnEveryToyNetwork) {
   const sim::Pipeline p = sim::load_pipeline(kRoot / "configs/examples/toy-4.json");
   for (const char* n : {"toy-net-free.json", "toy-net-0.5s.json", "toy-net-2s.json"}) {
     const sim::Network net = sim::load_network(kRoot / "configs/examples" / n, 4);
@@ -284,11 +285,11 @@ TEST(Plan, SpecExampleOnEveryToyNetwork) {
   }
 }
 
-TEST(Plan, SpecExamplePicksGroupingWhenCommunicationCostsAndOneFOneBWhenFree) {
+TEST(Plan, ToyExamplePicksGroupingWhenCommunicationCostsAndOneFOneBWhenFree) {
   const sim::Pipeline p = sim::load_pipeline(kRoot / "configs/examples/toy-4.json");
   const auto slow = planner::make_plan(p, sim::load_network(kRoot / "configs/examples/toy-net-0.5s.json", 4), options(p));
   const Candidate& w = slow.candidates[slow.chosen];
-  EXPECT_TRUE((w.schedule == "kfkb" && w.k >= 2) || w.schedule == "dapple-b") << describe(w);
+  EXPECT_TRUE((w.spec.family == "kfkb" && w.k >= 2) || w.spec.family == "dapple-b") << describe(w);
   EXPECT_EQ(w.predicted_iteration_time_s, 36.0);
   ASSERT_TRUE(slow.one_f_one_b);
   EXPECT_EQ(slow.candidates[*slow.one_f_one_b].predicted_iteration_time_s, 41.0);
@@ -297,7 +298,7 @@ TEST(Plan, SpecExamplePicksGroupingWhenCommunicationCostsAndOneFOneBWhenFree) {
   // Free communication: every schedule takes 33 s, the tie goes to the least memory: 1f1b.
   const auto free = planner::make_plan(p, sim::load_network(kRoot / "configs/examples/toy-net-free.json", 4), options(p));
   const Candidate& f = free.candidates[free.chosen];
-  EXPECT_EQ(f.schedule, "1f1b") << describe(f);
+  EXPECT_EQ(f.spec.family, "1f1b") << describe(f);
   EXPECT_EQ(f.predicted_iteration_time_s, 33.0);
   for (const Candidate& c : free.candidates) {
     if (c.evaluated) {
@@ -314,7 +315,7 @@ TEST(Plan, TiesGoToLessMemoryThenSmallerK) {
   const auto plan = planner::make_plan(p, sim::Network::uniform(3, std::nullopt), options(p));
   const Candidate& w = plan.candidates[plan.chosen];
   EXPECT_EQ(w.k, 1) << describe(w);
-  EXPECT_EQ(w.schedule, "1f1b") << describe(w);
+  EXPECT_EQ(w.spec.family, "1f1b") << describe(w);
   int evaluated = 0;
   for (const Candidate& c : plan.candidates) evaluated += c.evaluated;
   EXPECT_GE(evaluated, 4);  // k = 1..6 curve points plus baselines, all tied
@@ -421,7 +422,7 @@ TEST(Plan, NothingFitsNamesTheSmallestNeedAndItsStage) {
     EXPECT_THAT(msg, HasSubstr("multi.json"));
     EXPECT_THAT(msg, HasSubstr("memory_limit_bytes"));
     // The least memory any plan needs: 1f1b at b = 1, stage 0 (static 4e9 + 4 x 2e8 + buffers).
-    const auto need = model_of(p, sim::Network::uniform(4, 1e9), "1f1b", 1, 1, 48);
+    const auto need = model_of(p, sim::Network::uniform(4, 1e9), sim::ScheduleSpec::named("1f1b"), 1, 48);
     const int stage = static_cast<int>(std::max_element(need.begin(), need.end()) - need.begin());
     EXPECT_THAT(msg, HasSubstr(fmt::format("{}", peak(need)))) << "need " << peak(need);
     EXPECT_THAT(msg, HasSubstr(fmt::format("stage {}", stage)));

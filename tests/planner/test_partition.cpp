@@ -1,6 +1,8 @@
-// Stage partitioning (planner/partition.h): the DP against brute force over every cut
-// on small random models, balanced and memory-bound cuts with known answers, the
-// pipeline of a cut, and model -> partition -> plan end to end on a shipped model.
+// Tests of stage partitioning (planner/partition.h).
+//
+// The DP against brute force over every cut on small random models, balanced and
+// memory-bound cuts with known answers, the pipeline of a cut, and model -> partition ->
+// plan end to end on a shipped model.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -110,8 +112,8 @@ TEST(Partition, DpFindsTheBruteForceOptimum) {
     o.micro_batch_size = rng.range(1, 2);
     o.global_batch_size = o.micro_batch_size * rng.range(1, 8);
     const int M = o.global_batch_size / o.micro_batch_size;
-    o.schedule = names[rng.below(names.size())];
-    if (o.schedule == "kfkb") o.k = rng.range(1, M);
+    const std::string name = names[rng.below(names.size())];
+    o.schedule = sim::ScheduleSpec::named(name, name == "kfkb" ? std::optional<int>(rng.range(1, M)) : std::nullopt);
     o.memory_limit_bytes = rng.dyadic(2, 60, 1) * 1e9;
     sim::Network net = sim::Network::uniform(S, rng.chance(0.2) ? std::nullopt : std::optional<double>(rng.dyadic(1, 64, 1) * 1e7),
                                              rng.chance(0.5) ? rng.dyadic(0, 8, 1000) : 0.0);
@@ -216,14 +218,14 @@ TEST(Partition, MemoryHeavyLayerMovesTheCut) {
                                        std::vector<double>(8, 0.0));
   EXPECT_EQ(planner::partition(m2, net, o).chosen.bounds, (std::vector<int>{0, 4, 8}));
   // With gpipe every stage keeps all 4: layers 0-3 need 36 GB, layers 3-7 40 GB.
-  o.schedule = "gpipe";
+  o.schedule = sim::ScheduleSpec::named("gpipe");
   o.memory_limit_bytes = 36e9;
   EXPECT_EQ(planner::partition(m, net, o).chosen.bounds, (std::vector<int>{0, 4, 8}));
   o.memory_limit_bytes = 35e9;
   EXPECT_THAT(input_error([&] { planner::partition(m, net, o); }),
               HasSubstr("gen.json: no cut into 2 stages fits the memory limit of 32.60 GiB per stage with gpipe at "
                         "micro-batch size 1 (M = 4): every stage could hold some layer, but no contiguous cut fits"));
-  o.schedule = "1f1b";
+  o.schedule = sim::ScheduleSpec::named("1f1b");
   o.memory_limit_bytes = 1.5e9;
   EXPECT_THAT(input_error([&] { planner::partition(m, net, o); }),
               HasSubstr("stage 0 needs at least 1.86 GiB even holding only layer 0 ('L0')"));

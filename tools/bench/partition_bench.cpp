@@ -1,9 +1,11 @@
-// Partition benchmark (docs/performance.md): 200 layers into 32 stages. Two models: a
-// GPT-like one (embedding, 198 equal transformer layers, head) and a heterogeneous one
-// whose layers differ in time (x0.5 to x1.5), activations and message size (U-Net-like
-// skips), under a memory limit that binds, on a constant 25 Gb/s network, 1F1B at
-// b = 2 with M = 128. Reports the wall time of the DP alone and of `partition()` (DP,
-// candidates, and the simulation of the best --refine cuts), best of --repeat runs.
+// Partition benchmark: the wall time of the DP and of partition() on 200 layers into 32 stages.
+//
+// docs/performance.md. Two models: a GPT-like one (embedding, 198 equal transformer
+// layers, head) and a heterogeneous one whose layers differ in time (x0.5 to x1.5),
+// activations and message size (U-Net-like skips), under a memory limit that binds, on a
+// constant 25 Gb/s network, 1F1B at b = 2 with M = 128. Reports the wall time of the DP
+// alone and of `partition()` (DP, candidates, and the simulation of the best --refine
+// cuts), best of --repeat runs.
 #include <chrono>
 #include <cstdint>
 #include <random>

@@ -1,5 +1,6 @@
-// `adagrouper adapt`: adaptive re-planning on a long network trace, compared with static
-// plans and a hindsight oracle (docs/model.md, "Adaptive re-planning").
+// `adagrouper adapt`: adaptive re-planning on a long network trace.
+//
+// Compared with static plans and a hindsight oracle (docs/model.md section 13).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -128,9 +129,7 @@ class Progress {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
 };
 
-}  // namespace
-
-int cmd_adapt(int argc, char** argv) {
+po::options_description adapt_options() {
   po::options_description opts(kAdaptHelp);
   const planner::AdaptOptions defaults;
   // clang-format off
@@ -161,14 +160,10 @@ int cmd_adapt(int argc, char** argv) {
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the summary JSON to FILE")
     ("quiet,q", po::bool_switch(), "no progress lines on stderr");
   // clang-format on
-  const auto parsed = parse_options(argc, argv, opts);
-  if (!parsed) return 0;
-  const po::variables_map& vm = *parsed;
-  const std::string pipeline_path = required(vm, "pipeline", "adapt");
-  const std::string network_path = required(vm, "network", "adapt");
-  const sim::Pipeline pipeline = sim::load_pipeline(pipeline_path);
-  const sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::TraceRates());
+  return opts;
+}
 
+planner::AdaptOptions adapt_settings(const po::variables_map& vm, const sim::Pipeline& pipeline) {
   planner::AdaptOptions options;
   options.global_batch_size =
       vm.count("global-batch-size") ? vm["global-batch-size"].as<int>() : pipeline.global_batch_size;
@@ -179,28 +174,49 @@ int cmd_adapt(int argc, char** argv) {
   options.threshold = vm["threshold"].as<double>();
   options.switch_pause_s = vm["switch-pause"].as<double>();
   options.horizon = vm["horizon"].as<int>();
+  return options;
+}
+
+// --rows FILE and whether it is JSON Lines (--rows-format, else the extension).
+struct RowsSpec {
+  std::string path;
+  bool jsonl = false;
+};
+
+std::optional<RowsSpec> rows_spec(const po::variables_map& vm) {
+  if (!vm.count("rows")) {
+    if (vm.count("rows-format")) throw InputError("--rows-format: only with --rows FILE");
+    return std::nullopt;
+  }
+  RowsSpec r{vm["rows"].as<std::string>()};
+  if (vm.count("rows-format")) {
+    const std::string f = vm["rows-format"].as<std::string>();
+    if (f != "csv" && f != "jsonl") throw InputError(fmt::format("--rows-format: must be csv or jsonl, got '{}'", f));
+    r.jsonl = f == "jsonl";
+  } else {
+    const std::string ext = std::filesystem::path(r.path).extension().string();
+    r.jsonl = ext == ".jsonl" || ext == ".json";
+  }
+  return r;
+}
+
+}  // namespace
+
+int cmd_adapt(int argc, char** argv) {
+  const auto parsed = parse_options(argc, argv, adapt_options());
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
+  const std::string pipeline_path = required(vm, "pipeline", "adapt");
+  const std::string network_path = required(vm, "network", "adapt");
+  const sim::Pipeline pipeline = sim::load_pipeline(pipeline_path);
+  const sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::TraceRates());
+
+  planner::AdaptOptions options = adapt_settings(vm, pipeline);
   Progress progress;
   if (!vm["quiet"].as<bool>())
     options.progress = [&](std::string_view phase, long done, long total) { progress(phase, done, total); };
-
   std::optional<RowsFile> rows;
-  if (vm.count("rows")) {
-    const std::string path = vm["rows"].as<std::string>();
-    bool jsonl = false;
-    if (vm.count("rows-format")) {
-      const std::string f = vm["rows-format"].as<std::string>();
-      if (f != "csv" && f != "jsonl")
-        throw InputError(fmt::format("--rows-format: must be csv or jsonl, got '{}'", f));
-      jsonl = f == "jsonl";
-    } else {
-      const std::string ext = std::filesystem::path(path).extension().string();
-      jsonl = ext == ".jsonl" || ext == ".json";
-    }
-    rows.emplace(path, jsonl);
-  } else if (vm.count("rows-format")) {
-    throw InputError("--rows-format: only with --rows FILE");
-  }
-
+  if (const auto spec = rows_spec(vm)) rows.emplace(spec->path, spec->jsonl);
   planner::RowSink sink;
   if (rows)
     sink = [&](const std::string& policy, const planner::IterationRow& row, const planner::Candidate& plan) {

@@ -1,5 +1,6 @@
-// `adagrouper partition`: cut a layer-level model into pipeline stages and write the
-// pipeline file (docs/model.md, "Stage partitioning").
+// `adagrouper partition`: cut a layer-level model into pipeline stages and write the pipeline file.
+//
+// docs/model.md section 12.
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -58,9 +59,7 @@ Example:
 
 Options)";
 
-}  // namespace
-
-int cmd_partition(int argc, char** argv) {
+po::options_description partition_options() {
   po::options_description opts(kPartitionHelp);
   // clang-format off
   opts.add_options()
@@ -85,15 +84,11 @@ int cmd_partition(int argc, char** argv) {
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the pipeline file")
     ("json", po::bool_switch(), "print the partition report JSON instead of the table");
   // clang-format on
-  const auto parsed = parse_options(argc, argv, opts);
-  if (!parsed) return 0;
-  const po::variables_map& vm = *parsed;
-  const std::string model_path = required(vm, "model", "partition");
-  const int stages = required<int>(vm, "stages", "partition");
-  const int b = required<int>(vm, "micro-batch-size", "partition");
-  const planner::Model model = planner::load_model(model_path);
-  if (stages < 1) throw InputError(fmt::format("--stages: must be >= 1, got {}", stages));
+  return opts;
+}
 
+planner::PartitionOptions partition_settings(const po::variables_map& vm, int stages, int b,
+                                             const planner::Model& model, const std::string& model_path) {
   planner::PartitionOptions o;
   o.stages = stages;
   o.micro_batch_size = b;
@@ -104,8 +99,8 @@ int cmd_partition(int argc, char** argv) {
   } else {
     throw InputError(fmt::format("--global-batch-size: missing; {} has no global_batch_size", model_path));
   }
-  o.schedule = vm["schedule"].as<std::string>();
-  if (vm.count("k")) o.k = vm["k"].as<int>();
+  o.schedule = sim::ScheduleSpec::named(vm["schedule"].as<std::string>(),
+                                        vm.count("k") ? std::optional<int>(vm["k"].as<int>()) : std::nullopt);
   o.memory_limit_bytes = vm.count("memory-limit") ? vm["memory-limit"].as<double>() : model.device.memory_bytes;
   if (!(o.memory_limit_bytes > 0) || !std::isfinite(o.memory_limit_bytes))
     throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}", o.memory_limit_bytes));
@@ -114,6 +109,21 @@ int cmd_partition(int argc, char** argv) {
   o.eval_start_s = vm["eval-start"].as<double>();
   if (!(o.eval_start_s >= 0) || !std::isfinite(o.eval_start_s))
     throw InputError(fmt::format("--eval-start: must be a finite time >= 0, got {}", o.eval_start_s));
+  return o;
+}
+
+}  // namespace
+
+int cmd_partition(int argc, char** argv) {
+  const auto parsed = parse_options(argc, argv, partition_options());
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
+  const std::string model_path = required(vm, "model", "partition");
+  const int stages = required<int>(vm, "stages", "partition");
+  const int b = required<int>(vm, "micro-batch-size", "partition");
+  const planner::Model model = planner::load_model(model_path);
+  if (stages < 1) throw InputError(fmt::format("--stages: must be >= 1, got {}", stages));
+  const planner::PartitionOptions o = partition_settings(vm, stages, b, model, model_path);
   if (stages > model.num_layers())
     throw InputError(fmt::format("--stages: {} stages need at least {} layers; {} has {}", stages, stages, model_path,
                                  model.num_layers()));

@@ -1,14 +1,14 @@
-// `adagrouper plan`: the Ada-Grouper planner (SPEC section 5 and 6).
+// `adagrouper plan`: the Ada-Grouper planner on a pipeline file or a model.
+//
+// docs/model.md sections 11 and 12.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <optional>
-#include <fstream>
 #include <functional>
 #include <iostream>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,31 +79,36 @@ struct ChannelProfile {
   double rate = 0;       // bytes / s over the window
 };
 
-// Replaces the rate of every channel that has transfer samples with the moving average
-// of its last `window` samples: sum of bytes over sum of (duration - latency), so that
-// a transfer of the average size takes the average measured time (planner::window_rate,
-// the estimator `adagrouper adapt`'s controller uses too).
-std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vector<std::string>& specs, int window,
-                                               std::vector<planner::InputFile>& inputs) {
-  if (window < 1) throw InputError(fmt::format("--window: must be >= 1, got {}", window));
-  const int S = net.num_stages();
-  std::map<std::pair<int, int>, std::vector<traces::TransferSample>> per;
-  std::map<std::pair<int, int>, std::string> source;
+using Channel = std::pair<int, int>;  // (from, to)
+
+// The measured transfer samples of --comm-profile, per channel in time order, and the
+// file each channel's samples come from.
+struct MeasuredTransfers {
+  std::map<Channel, std::vector<traces::TransferSample>> samples;
+  std::map<Channel, std::string> source;
+};
+
+// "FROM-TO=FILE" -> ({FROM, TO}, FILE); "FILE" -> (nullopt, FILE).
+std::pair<std::optional<Channel>, std::string> parse_profile_spec(const std::string& spec) {
+  const auto eq = spec.find('=');
+  if (eq == std::string::npos) return {std::nullopt, spec};
+  int from = -1, to = -1;
+  char dash = 0;
+  int used = 0;
+  const std::string head = spec.substr(0, eq);
+  if (std::sscanf(head.c_str(), "%d%c%d%n", &from, &dash, &to, &used) != 3 || dash != '-' ||
+      used != static_cast<int>(head.size()))
+    throw InputError(fmt::format("--comm-profile: '{}' is not FROM-TO=FILE (e.g. 0-1=samples.csv)", spec));
+  return {Channel{from, to}, spec.substr(eq + 1)};
+}
+
+// Reads every --comm-profile file (recording it in `inputs`) and sorts its samples by
+// channel; checks that each channel exists among S stages.
+MeasuredTransfers read_comm_profile(const std::vector<std::string>& specs, int S,
+                                    std::vector<planner::InputFile>& inputs) {
+  MeasuredTransfers m;
   for (const std::string& spec : specs) {
-    std::optional<std::pair<int, int>> named;
-    std::string path = spec;
-    const auto eq = spec.find('=');
-    if (eq != std::string::npos) {
-      int from = -1, to = -1;
-      char dash = 0;
-      int used = 0;
-      const std::string head = spec.substr(0, eq);
-      if (std::sscanf(head.c_str(), "%d%c%d%n", &from, &dash, &to, &used) != 3 || dash != '-' ||
-          used != static_cast<int>(head.size()))
-        throw InputError(fmt::format("--comm-profile: '{}' is not FROM-TO=FILE (e.g. 0-1=samples.csv)", spec));
-      named = std::pair{from, to};
-      path = spec.substr(eq + 1);
-    }
+    const auto [named, path] = parse_profile_spec(spec);
     const auto samples = traces::load_transfer_samples(path);
     inputs.push_back({"comm-profile", path, sha256_of(path)});
     for (const auto& x : samples) {
@@ -114,35 +119,52 @@ std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vec
         throw InputError(fmt::format("{}:{}: no channel column; give the file as FROM-TO={} or add a first column "
                                      "\"FROM->TO\"",
                                      path, x.line, path));
-      const auto ch = named ? *named : *x.channel;
+      const Channel ch = named ? *named : *x.channel;
       if (ch.first < 0 || ch.first >= S || ch.second < 0 || ch.second >= S || std::abs(ch.first - ch.second) != 1)
         throw InputError(fmt::format("{}:{}: channel {} -> {} is not a channel of this {}-stage pipeline", path,
                                      x.line, ch.first, ch.second, S));
-      per[ch].push_back(x);
-      source[ch] = path;
+      m.samples[ch].push_back(x);
+      m.source[ch] = path;
     }
   }
+  for (auto& [ch, samples] : m.samples)
+    std::stable_sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.time_s < b.time_s; });
+  return m;
+}
+
+// The moving average of a channel's last `window` samples (planner::window_rate).
+ChannelProfile profile_channel(const MeasuredTransfers& m, const Channel& ch, const sim::ChannelSpec& spec,
+                               int window) {
+  const auto& samples = m.samples.at(ch);
+  std::vector<planner::CommSample> xs;
+  xs.reserve(samples.size());
+  for (const auto& x : samples) xs.push_back({x.time_s, x.bytes, x.duration_s});
+  const planner::WindowRate w = planner::window_rate(xs, static_cast<std::size_t>(window), spec.latency_s);
+  if (w.not_longer_than_latency) {
+    const auto& x = samples[*w.not_longer_than_latency];
+    throw InputError(fmt::format("{}:{}: duration_s {} is not longer than the channel's latency {} s", m.source.at(ch),
+                                 x.line, x.duration_s, spec.latency_s));
+  }
+  const std::optional<double> rate = w.rate();
+  if (!rate)
+    throw InputError(fmt::format("{}: channel {} -> {}: the last {} samples move no bytes; no rate to plan with",
+                                 m.source.at(ch), ch.first, ch.second, w.used));
+  return {ch.first, ch.second, w.used, *rate};
+}
+
+// Replaces the rate of every channel that has transfer samples with the moving average
+// of its last `window` samples: sum of bytes over sum of (duration - latency), so that
+// a transfer of the average size takes the average measured time (planner::window_rate,
+// the estimator `adagrouper adapt`'s controller uses too).
+std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vector<std::string>& specs, int window,
+                                               std::vector<planner::InputFile>& inputs) {
+  if (window < 1) throw InputError(fmt::format("--window: must be >= 1, got {}", window));
+  const MeasuredTransfers m = read_comm_profile(specs, net.num_stages(), inputs);
   std::vector<ChannelProfile> out;
-  std::map<std::pair<int, int>, double> measured;
-  for (auto& [ch, samples] : per) {
-    std::stable_sort(samples.begin(), samples.end(),
-                     [](const auto& a, const auto& b) { return a.time_s < b.time_s; });
-    const sim::ChannelSpec& spec = net.channel(ch.first, ch.second);
-    std::vector<planner::CommSample> xs;
-    xs.reserve(samples.size());
-    for (const auto& x : samples) xs.push_back({x.time_s, x.bytes, x.duration_s});
-    const planner::WindowRate w = planner::window_rate(xs, static_cast<std::size_t>(window), spec.latency_s);
-    if (w.not_longer_than_latency) {
-      const auto& x = samples[*w.not_longer_than_latency];
-      throw InputError(fmt::format("{}:{}: duration_s {} is not longer than the channel's latency {} s", source[ch],
-                                   x.line, x.duration_s, spec.latency_s));
-    }
-    const std::optional<double> rate = w.rate();
-    if (!rate)
-      throw InputError(fmt::format("{}: channel {} -> {}: the last {} samples move no bytes; no rate to plan with",
-                                   source[ch], ch.first, ch.second, w.used));
-    measured[ch] = *rate;
-    out.push_back({ch.first, ch.second, w.used, *rate});
+  std::map<Channel, double> measured;
+  for (const auto& [ch, samples] : m.samples) {
+    out.push_back(profile_channel(m, ch, net.channel(ch.first, ch.second), window));
+    measured[ch] = out.back().rate;
   }
   net.rewrite_channels([&](sim::ChannelSpec& c) {
     if (const auto it = measured.find({c.from, c.to}); it != measured.end())
@@ -187,9 +209,7 @@ FromModel plan_from_model(const po::variables_map& vm, const std::function<sim::
   return fm;
 }
 
-}  // namespace
-
-int cmd_plan(int argc, char** argv) {
+po::options_description plan_options() {
   po::options_description opts(kPlanHelp);
   // clang-format off
   opts.add_options()
@@ -217,38 +237,49 @@ int cmd_plan(int argc, char** argv) {
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the plan JSON to FILE")
     ("json", po::bool_switch(), "print the plan JSON on stdout instead of the table");
   // clang-format on
-  const auto parsed = parse_options(argc, argv, opts);
-  if (!parsed) return 0;
-  const po::variables_map& vm = *parsed;
-  const std::string network_path = required(vm, "network", "plan");
+  return opts;
+}
+
+// What `plan` plans: the pipeline (from --pipeline, or --model partitioned) and the
+// network with --comm-profile applied, and the input files the plan records.
+struct PlanInputs {
   std::optional<FromModel> from_model;
   sim::Pipeline pipeline;
-  std::vector<planner::InputFile> inputs;
+  sim::Network network;
+  std::vector<planner::InputFile> files;
+  std::vector<ChannelProfile> profiled;
+};
+
+PlanInputs load_inputs(const po::variables_map& vm) {
+  const std::string network_path = required(vm, "network", "plan");
+  PlanInputs in;
   if (vm.count("model")) {
     if (vm.count("pipeline")) throw InputError("--model: give either --pipeline or --model, not both");
-    from_model = plan_from_model(vm, [&](int S) {
+    in.from_model = plan_from_model(vm, [&](int S) {
       sim::Network n = sim::load_network(network_path, S, traces::TraceRates());
       std::vector<planner::InputFile> scratch;
       if (vm.count("comm-profile"))
         apply_comm_profile(n, vm["comm-profile"].as<std::vector<std::string>>(), vm["window"].as<int>(), scratch);
       return n;
     });
-    pipeline = from_model->plan.plan.pipeline;
-    inputs.push_back({"model", from_model->path, sha256_of(from_model->path)});
+    in.pipeline = in.from_model->plan.plan.pipeline;
+    in.files.push_back({"model", in.from_model->path, sha256_of(in.from_model->path)});
   } else {
     for (const char* o : {"stages", "pipeline-output"})
       if (vm.count(o)) throw InputError(fmt::format("--{}: only with --model (a pipeline file fixes its stages)", o));
     const std::string pipeline_path = required(vm, "pipeline", "plan");
-    pipeline = sim::load_pipeline(pipeline_path);
-    inputs.push_back({"pipeline", pipeline_path, sha256_of(pipeline_path)});
+    in.pipeline = sim::load_pipeline(pipeline_path);
+    in.files.push_back({"pipeline", pipeline_path, sha256_of(pipeline_path)});
   }
-  sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::TraceRates());
-  inputs.push_back({"network", network_path, sha256_of(network_path)});
-  std::vector<ChannelProfile> profiled;
+  in.network = sim::load_network(network_path, in.pipeline.num_stages(), traces::TraceRates());
+  in.files.push_back({"network", network_path, sha256_of(network_path)});
   if (vm.count("comm-profile"))
-    profiled = apply_comm_profile(network, vm["comm-profile"].as<std::vector<std::string>>(), vm["window"].as<int>(),
-                                  inputs);
+    in.profiled = apply_comm_profile(in.network, vm["comm-profile"].as<std::vector<std::string>>(),
+                                     vm["window"].as<int>(), in.files);
+  return in;
+}
 
+planner::PlanOptions plan_settings(const po::variables_map& vm, const sim::Pipeline& pipeline) {
   planner::PlanOptions options;
   options.global_batch_size =
       vm.count("global-batch-size") ? vm["global-batch-size"].as<int>() : pipeline.global_batch_size;
@@ -257,15 +288,32 @@ int cmd_plan(int argc, char** argv) {
   options.eval_start_s = vm["eval-start"].as<double>();
   if (!(options.eval_start_s >= 0) || !std::isfinite(options.eval_start_s))
     throw InputError(fmt::format("--eval-start: must be a finite time >= 0, got {}", options.eval_start_s));
+  return options;
+}
 
-  const planner::PlanResult plan = planner::make_plan(pipeline, network, options);
-  auto doc = planner::plan_json(plan, inputs);
-  if (!profiled.empty()) {
+// The plan JSON with the --comm-profile record and the --model partition record.
+nlohmann::ordered_json plan_document(const po::variables_map& vm, const PlanInputs& in,
+                                     const planner::PlanResult& plan) {
+  auto doc = planner::plan_json(plan, in.files);
+  if (!in.profiled.empty()) {
     auto& cp = doc["comm_profile"] = {{"window", vm["window"].as<int>()}, {"channels", nlohmann::ordered_json::array()}};
-    for (const auto& c : profiled)
+    for (const auto& c : in.profiled)
       cp["channels"].push_back({{"from", c.from}, {"to", c.to}, {"samples", c.used}, {"rate_bytes_per_s", c.rate}});
   }
-  if (from_model) doc["partition"] = planner::model_plan_json(from_model->plan, from_model->path);
+  if (in.from_model) doc["partition"] = planner::model_plan_json(in.from_model->plan, in.from_model->path);
+  return doc;
+}
+
+}  // namespace
+
+int cmd_plan(int argc, char** argv) {
+  const auto parsed = parse_options(argc, argv, plan_options());
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
+  const PlanInputs in = load_inputs(vm);
+  const planner::PlanResult plan = planner::make_plan(in.pipeline, in.network, plan_settings(vm, in.pipeline));
+  const auto doc = plan_document(vm, in, plan);
+  const auto& from_model = in.from_model;
   if (from_model && vm.count("pipeline-output"))
     write_file_atomic(vm["pipeline-output"].as<std::string>(),
                       planner::dump_compact(planner::pipeline_json(from_model->plan.partition, from_model->model)) + "\n");

@@ -1,0 +1,89 @@
+// The choice among make_plan's evaluated candidates, and why each other one lost.
+//
+// The fastest feasible one, ties to less peak memory and then smaller k (docs/model.md
+// section 11).
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "plan_steps.h"
+
+namespace adagrouper::planner::plan_steps {
+
+namespace {
+
+// Times within a relative 1e-9 are a tie: two schedules that differ only by rounding in
+// the last bits (summing the same durations in another order) are equally fast, and
+// the tie-breakers (less memory, then smaller k) should decide.
+bool same_time(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)); }
+
+// Selection order: faster, then less peak model memory, then smaller k.
+bool better(const Candidate& a, const Candidate& b) {
+  if (!same_time(a.predicted_iteration_time_s, b.predicted_iteration_time_s))
+    return a.predicted_iteration_time_s < b.predicted_iteration_time_s;
+  if (a.peak_model_memory() != b.peak_model_memory()) return a.peak_model_memory() < b.peak_model_memory();
+  return a.k < b.k;
+}
+
+// The best evaluated candidate in selection order (the first of equals); nullopt when
+// none was evaluated.
+std::optional<std::size_t> best_evaluated(const std::vector<Candidate>& cands) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].evaluated && (!best || better(cands[i], cands[*best]))) best = i;
+  return best;
+}
+
+// The first evaluated 1F1B candidate.
+std::optional<std::size_t> evaluated_1f1b(const std::vector<Candidate>& cands) {
+  const sim::ScheduleSpec one_f_one_b = sim::ScheduleSpec::named("1f1b");
+  for (std::size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].evaluated && cands[i].spec == one_f_one_b) return i;
+  return std::nullopt;
+}
+
+[[noreturn]] void throw_nothing_fits(const PlanContext& cx, const std::vector<Candidate>& cands) {
+  const auto it = std::min_element(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    return a.peak_model_memory() < b.peak_model_memory();
+  });
+  const double limit = cx.options.memory_limit_bytes;
+  throw InputError(fmt::format(
+      "{}: memory_limit_bytes: no schedule fits the limit of {} bytes ({}) per stage; the smallest need is {} "
+      "({} bytes) on stage {} ({}, b = {})",
+      cx.pipeline.source, limit, gib_text(limit), gib_text(it->peak_model_memory()), it->peak_model_memory(),
+      it->peak_stage(), it->spec.prose(), it->micro_batch_size));
+}
+
+// Statuses and reasons of the evaluated candidates, against the chosen one.
+void mark(std::vector<Candidate>& cands, std::size_t chosen) {
+  const Candidate& win = cands[chosen];
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    Candidate& c = cands[i];
+    if (!c.evaluated) continue;
+    if (i == chosen) {
+      c.status = Status::Chosen;
+      c.reason = "fastest feasible";
+      continue;
+    }
+    c.status = Status::Lost;
+    c.reason = fmt::format("feasible, {:.4g} s per iteration vs {:.4g} s ({:+.1f}%)", c.predicted_iteration_time_s,
+                           win.predicted_iteration_time_s,
+                           100.0 * (c.predicted_iteration_time_s / win.predicted_iteration_time_s - 1.0));
+    if (same_time(c.predicted_iteration_time_s, win.predicted_iteration_time_s))
+      c.reason += ", a tie broken by memory, then k";
+  }
+}
+
+}  // namespace
+
+void choose(const PlanContext& cx, PlanResult& result) {
+  const std::optional<std::size_t> chosen = best_evaluated(result.candidates);
+  if (!chosen) throw_nothing_fits(cx, result.candidates);
+  result.chosen = *chosen;
+  result.one_f_one_b = evaluated_1f1b(result.candidates);
+  mark(result.candidates, *chosen);
+}
+
+}  // namespace adagrouper::planner::plan_steps
