@@ -1,3 +1,5 @@
+// Reading and writing trace files: CSV, the project's JSON, iperf3 --json, SimGrid
+// profiles, transfer samples, and the row-oriented stage-trace and sample CSVs.
 #include "formats.h"
 
 #include <algorithm>
@@ -182,56 +184,98 @@ Loaded parse_csv_like(std::string_view text, const std::string& source, const Lo
 // ---------------------------------------------------------------------------------
 // SimGrid profiles: "date value" lines, PERIODICITY / LOOPAFTER, '#' and '%' comments
 
+// The blank-separated words of a line: the first four, and how many there are.
+struct Words {
+  std::array<std::string_view, 4> at;
+  std::size_t count = 0;
+};
+
+Words split_blanks(std::string_view line) {
+  Words w;
+  while (!line.empty()) {
+    std::size_t e = 0;
+    while (e < line.size() && line[e] != ' ' && line[e] != '\t') ++e;
+    if (w.count < w.at.size()) w.at[w.count] = line.substr(0, e);
+    ++w.count;
+    line = trim(line.substr(e));
+  }
+  return w;
+}
+
+// How a SimGrid profile repeats: PERIODICITY or LOOPAFTER (at most one of them).
+class SimgridLoop {
+ public:
+  static bool is_directive(const Words& w) { return w.at[0] == "PERIODICITY" || w.at[0] == "LOOPAFTER"; }
+
+  void read(const Words& w, const std::string& source, std::size_t ln) {
+    if (w.count != 2) fail_line(source, ln, fmt::format("{} takes one number", w.at[0]));
+    if (line_)
+      fail_line(source, ln, fmt::format("a second PERIODICITY / LOOPAFTER (the first is on line {})", line_));
+    double x = 0;
+    const std::string_view err = to_number(w.at[1], x);
+    if (!err.empty()) fail_line(source, ln, fmt::format("{}: {}: \"{}\"", w.at[0], err, w.at[1]));
+    if (w.at[0] == "PERIODICITY") {
+      if (!(x > 0)) fail_line(source, ln, fmt::format("PERIODICITY: must be > 0, got {}", x));
+      periodicity_ = x;
+    } else {
+      if (x < 0) fail_line(source, ln, fmt::format("LOOPAFTER: must be >= 0, got {}", x));
+      loop_after_ = x;
+    }
+    line_ = ln;
+  }
+
+  // The period of a profile whose last date is `last` (0: it does not repeat).
+  double period(double last, const std::string& source) const {
+    if (periodicity_ > 0) {
+      if (periodicity_ < last)
+        fail_line(source, line_, fmt::format("PERIODICITY {} is shorter than the last date {}", periodicity_, last));
+      return periodicity_;
+    }
+    if (loop_after_ < 0) return 0.0;
+    const double period = last + loop_after_;
+    if (!(period > 0)) fail_line(source, line_, "LOOPAFTER 0 after a single date at 0: the period is 0");
+    return period;
+  }
+
+ private:
+  double periodicity_ = -1, loop_after_ = -1;
+  std::size_t line_ = 0;  // of the directive; 0: none
+};
+
+// One "date value" line.
+std::pair<double, double> simgrid_point(const Words& w, const std::string& source, std::size_t ln) {
+  const std::string_view first = w.at[0];
+  if (first == "STOCHASTIC" || first == "DET" || first == "NORM" || first == "UNIF" || first == "EXP")
+    fail_line(source, ln,
+              fmt::format("stochastic SimGrid profiles ({}) are not supported; use an adagrouper pattern "
+                          "(onoff, contention) instead",
+                          first));
+  if (w.count != 2) fail_line(source, ln, fmt::format("expected \"date value\", got {} fields", w.count));
+  double date = 0, value = 0;
+  std::string_view err = to_number(w.at[0], date);
+  if (!err.empty()) fail_line(source, ln, fmt::format("date: {}: \"{}\"", err, w.at[0]));
+  err = to_number(w.at[1], value);
+  if (!err.empty()) fail_line(source, ln, fmt::format("value: {}: \"{}\"", err, w.at[1]));
+  if (value < 0) fail_line(source, ln, fmt::format("value: must be >= 0, got {}", value));
+  return {date, value};
+}
+
 Loaded parse_simgrid(std::string_view text, const std::string& source, const LoadOptions& opt) {
   Lines lines(text);
   std::string_view line;
   TraceBuilder b;
+  SimgridLoop loop;
   bool first = true;
-  double origin = 0.0, prev = 0.0, periodicity = -1, loop_after = -1;
-  std::size_t directive_line = 0;
+  double origin = 0.0, prev = 0.0;
   while (lines.next(line)) {
     if (line.empty() || is_comment(line, true)) continue;
     const std::size_t ln = lines.number();
-    // Split on blanks.
-    std::array<std::string_view, 4> tok;
-    std::size_t n = 0;
-    std::string_view rest = line;
-    while (!rest.empty()) {
-      std::size_t e = 0;
-      while (e < rest.size() && rest[e] != ' ' && rest[e] != '\t') ++e;
-      if (n < tok.size()) tok[n] = rest.substr(0, e);
-      ++n;
-      rest = trim(rest.substr(e));
-    }
-    if (tok[0] == "PERIODICITY" || tok[0] == "LOOPAFTER") {
-      if (n != 2) fail_line(source, ln, fmt::format("{} takes one number", tok[0]));
-      if (directive_line)
-        fail_line(source, ln, fmt::format("a second PERIODICITY / LOOPAFTER (the first is on line {})", directive_line));
-      double x = 0;
-      const std::string_view err = to_number(tok[1], x);
-      if (!err.empty()) fail_line(source, ln, fmt::format("{}: {}: \"{}\"", tok[0], err, tok[1]));
-      if (tok[0] == "PERIODICITY") {
-        if (!(x > 0)) fail_line(source, ln, fmt::format("PERIODICITY: must be > 0, got {}", x));
-        periodicity = x;
-      } else {
-        if (x < 0) fail_line(source, ln, fmt::format("LOOPAFTER: must be >= 0, got {}", x));
-        loop_after = x;
-      }
-      directive_line = ln;
+    const Words words = split_blanks(line);
+    if (SimgridLoop::is_directive(words)) {
+      loop.read(words, source, ln);
       continue;
     }
-    if (tok[0] == "STOCHASTIC" || tok[0] == "DET" || tok[0] == "NORM" || tok[0] == "UNIF" || tok[0] == "EXP")
-      fail_line(source, ln,
-                fmt::format("stochastic SimGrid profiles ({}) are not supported; use an adagrouper pattern "
-                            "(onoff, contention) instead",
-                            tok[0]));
-    if (n != 2) fail_line(source, ln, fmt::format("expected \"date value\", got {} fields", n));
-    double date = 0, value = 0;
-    std::string_view err = to_number(tok[0], date);
-    if (!err.empty()) fail_line(source, ln, fmt::format("date: {}: \"{}\"", err, tok[0]));
-    err = to_number(tok[1], value);
-    if (!err.empty()) fail_line(source, ln, fmt::format("value: {}: \"{}\"", err, tok[1]));
-    if (value < 0) fail_line(source, ln, fmt::format("value: must be >= 0, got {}", value));
+    const auto [date, value] = simgrid_point(words, source, ln);
     if (first) {
       if (opt.rebase) {
         origin = date;
@@ -254,17 +298,7 @@ Loaded parse_simgrid(std::string_view text, const std::string& source, const Loa
   }
   if (first) throw InputError(fmt::format("{}: no \"date value\" lines: the trace is empty", source));
   const double last = prev - origin;
-  double period = 0.0;
-  if (periodicity > 0) {
-    if (periodicity < last)
-      fail_line(source, directive_line,
-                fmt::format("PERIODICITY {} is shorter than the last date {}", periodicity, last));
-    period = periodicity;
-  } else if (loop_after >= 0) {
-    period = last + loop_after;
-    if (!(period > 0)) fail_line(source, directive_line, "LOOPAFTER 0 after a single date at 0: the period is 0");
-  }
-  return {b.finish(last, period), Format::simgrid};
+  return {b.finish(last, loop.period(last, source)), Format::simgrid};
 }
 
 // ---------------------------------------------------------------------------------
@@ -361,7 +395,11 @@ std::optional<Format> format_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view format_names() { return "csv, json, iperf3, simgrid, samples"; }
+std::string format_names() {
+  std::string out;
+  for (const auto& [format, name] : kFormats) out += fmt::format("{}{}", out.empty() ? "" : ", ", name);
+  return out;
+}
 
 Format detect_format(std::string_view text, const std::string& source) {
   Lines lines(text);

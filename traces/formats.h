@@ -26,7 +26,7 @@ std::string_view format_name(Format f);
 // nullopt for an unknown name.
 std::optional<Format> format_from_name(std::string_view name);
 // "csv, json, iperf3, simgrid, samples", for messages.
-std::string_view format_names();
+std::string format_names();
 
 struct LoadOptions {
   std::optional<Format> format;  // nullopt: detect from the content

@@ -1,3 +1,4 @@
+// The synthetic patterns: periodic, random on/off, steps and background-flow contention.
 #include "patterns.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Synthetic preemption patterns. Each generator is deterministic: the random ones draw
 // from traces::Rng (std::mt19937_64, sampled by hand), so a seed gives the same trace
-// everywhere. The JSON shapes that select them ({"pattern": "periodic", ...}) are in
-// resolver.h and docs/formats.md.
+// everywhere. The JSON shapes that select them ({"pattern": "periodic", ...}) are the
+// pattern table in resolver.cpp (traces::patterns()), described in docs/formats.md.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,9 @@
+// Rate forms: trace files {"file": ...} and the table of patterns and transforms
+// {"pattern": ...} (docs/formats.md, "Trace files and patterns").
 #include "resolver.h"
 
-#include <algorithm>
+#include <array>
 #include <cstdint>
-#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -22,17 +23,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view kPatternNames = "periodic, onoff, steps, contention, scale, clip, concat, shift, min";
+// Whether `list` (", " between items) holds `key`.
+bool lists(std::string_view list, std::string_view key) {
+  while (!list.empty()) {
+    const std::size_t comma = list.find(", ");
+    if (list.substr(0, comma) == key) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 2);
+  }
+  return false;
+}
 
-// Every key of `f` must be one of `allowed` (or "description").
-void check_keys(const Field& f, std::string_view what, std::initializer_list<std::string_view> allowed) {
+// Every key of `f` must be one of `allowed` (", " between them) or "description".
+void check_keys(const Field& f, std::string_view what, std::string_view allowed) {
   for (const auto& item : f.json().items()) {
     const std::string& key = item.key();
-    if (key == "description") continue;
-    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-    std::string list;
-    for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    f.at(key).fail(fmt::format("unknown field for {} (it takes {})", what, list));
+    if (key == "description" || lists(allowed, key)) continue;
+    f.at(key).fail(fmt::format("unknown field for {} (it takes {})", what, allowed));
   }
 }
 
@@ -70,7 +77,7 @@ Trace guarded(const Field& f, G&& g) {
 }
 
 Trace resolve_file(const Field& f, const fs::path& base_dir, int depth) {
-  check_keys(f, "a trace file", {"file", "format", "latency_s", "rebase", "repeat", "repeat_s"});
+  check_keys(f, "a trace file", "file, format, latency_s, rebase, repeat, repeat_s");
   const Field file = f.at("file");
   const std::string name = file.string();
   if (name.empty()) file.fail("must name a trace file");
@@ -100,142 +107,161 @@ Trace resolve_file(const Field& f, const fs::path& base_dir, int depth) {
   return t;
 }
 
-Trace resolve_pattern(const Field& f, const fs::path& base_dir, int depth) {
+// --- the patterns: one parse function each, then the table -------------------------
+
+Trace parse_periodic(const Field& f, const RateContext&) {
+  Periodic p;
+  p.high = f.at("high").number();
+  p.low = f.at("low").number();
+  p.period_s = f.at("period_s").number();
+  p.low_fraction = f.at("low_fraction").number();
+  p.phase_s = number_or(f, "phase_s", 0.0);
+  return guarded(f, [&] { return make_periodic(p); });
+}
+
+Dwell dwell_of(const Field& f) {
+  const std::string d = f.string();
+  if (d == "exponential") return Dwell::exponential;
+  if (d == "lognormal") return Dwell::lognormal;
+  f.fail(fmt::format("unknown distribution \"{}\" (exponential or lognormal)", d));
+}
+
+bool starts_high(const Field& f) {
+  const std::string s = f.string();
+  if (s != "high" && s != "low") f.fail(fmt::format("must be \"high\" or \"low\", got \"{}\"", s));
+  return s == "high";
+}
+
+Trace parse_onoff(const Field& f, const RateContext&) {
+  OnOff p;
+  p.high = f.at("high").number();
+  p.low = f.at("low").number();
+  p.mean_high_s = f.at("mean_high_s").number();
+  p.mean_low_s = f.at("mean_low_s").number();
+  p.duration_s = f.at("duration_s").number();
+  if (f.has("distribution")) p.distribution = dwell_of(f.at("distribution"));
+  if (f.has("sigma")) {
+    if (p.distribution != Dwell::lognormal) f.at("sigma").fail("applies to \"distribution\": \"lognormal\" only");
+    p.sigma = f.at("sigma").number();
+  }
+  p.seed = seed_of(f);
+  if (f.has("start")) p.start_high = starts_high(f.at("start"));
+  p.repeat = bool_or(f, "repeat", true);
+  return guarded(f, [&] { return make_onoff(p); });
+}
+
+Trace parse_steps(const Field& f, const RateContext&) {
+  Steps p;
+  p.levels = numbers(f.at("levels"));
+  p.durations_s = numbers(f.at("durations_s"));
+  p.repeat = bool_or(f, "repeat", false);
+  return guarded(f, [&] { return make_steps(p); });
+}
+
+Trace parse_contention(const Field& f, const RateContext&) {
+  Contention p;
+  p.base = f.at("base").number();
+  const auto flows = f.at("flows").integer_at_least(0);
+  if (flows > 100000) f.at("flows").fail(fmt::format("must be <= 100000, got {}", flows));
+  p.flows = static_cast<int>(flows);
+  p.mean_active_s = f.at("mean_active_s").number();
+  p.mean_idle_s = f.at("mean_idle_s").number();
+  p.duration_s = f.at("duration_s").number();
+  p.seed = seed_of(f);
+  p.repeat = bool_or(f, "repeat", true);
+  return guarded(f, [&] { return make_contention(p); });
+}
+
+Trace parse_scale(const Field& f, const RateContext& at) {
+  const double factor = f.at("factor").non_negative();
+  const Trace of = at.nested(f.at("of"));
+  return guarded(f, [&] { return scale(of, factor); });
+}
+
+Trace parse_clip(const Field& f, const RateContext& at) {
+  std::optional<double> lo, hi;
+  if (f.has("min")) lo = f.at("min").non_negative();
+  if (f.has("max")) hi = f.at("max").non_negative();
+  if (!lo && !hi) f.fail("clip needs \"min\", \"max\" or both");
+  if (lo && hi && *lo > *hi) f.at("min").fail(fmt::format("min {} is larger than max {}", *lo, *hi));
+  const Trace of = at.nested(f.at("of"));
+  return guarded(f, [&] { return clip(of, lo, hi); });
+}
+
+Trace parse_shift(const Field& f, const RateContext& at) {
+  const double by = f.at("by_s").number();
+  std::optional<double> fill;
+  if (f.has("fill")) fill = f.at("fill").non_negative();
+  const Trace of = at.nested(f.at("of"));
+  return guarded(f, [&] { return shift(of, by, fill); });
+}
+
+Trace parse_concat(const Field& f, const RateContext& at) {
+  const Field parts = f.at("parts");
+  if (parts.size() == 0) parts.fail("must list at least one part");
+  std::vector<Trace> traces;
+  std::vector<double> durations;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const Field part = parts.at(i);
+    part.require_object();
+    check_keys(part, "a concat part", "of, duration_s");
+    durations.push_back(part.at("duration_s").positive());
+    traces.push_back(at.nested(part.at("of")));
+  }
+  const bool rep = bool_or(f, "repeat", false);
+  return guarded(f, [&] { return concat(traces, durations, rep); });
+}
+
+Trace parse_min(const Field& f, const RateContext& at) {
+  const Field of = f.at("of");
+  if (of.size() < 2) of.fail("must list at least two rates");
+  std::optional<double> window;
+  if (f.has("duration_s")) window = f.at("duration_s").positive();
+  if (f.has("repeat") && !window) f.at("repeat").fail("applies with \"duration_s\" only");
+  const bool rep = bool_or(f, "repeat", true);
+  Trace acc = at.nested(of.at(std::size_t{0}));
+  for (std::size_t i = 1; i < of.size(); ++i) {
+    const Trace next = at.nested(of.at(i));
+    acc = guarded(f, [&] {
+      if (window) return min_window(acc, next, *window, rep);
+      auto exact = min_exact(acc, next);
+      if (!exact)
+        throw std::invalid_argument(
+            "the minimum of these rates does not repeat from t = 0 (one repeats and another does not, or their "
+            "periods have no common multiple within 10,000 periods); give \"duration_s\" to compute it over "
+            "[0, duration_s) and repeat that");
+      return std::move(*exact);
+    });
+  }
+  return acc;
+}
+
+// The shapes and their meaning: docs/formats.md, "Synthetic patterns" and "Transforms".
+// clang-format off
+constexpr std::array<Pattern, 9> kPatterns{{
+  {"periodic", "high, low, period_s, low_fraction, phase_s",
+   "high, then low for low_fraction of every period_s; delayed by phase_s", false, parse_periodic},
+  {"onoff", "high, low, mean_high_s, mean_low_s, distribution, sigma, seed, duration_s, start, repeat",
+   "random stays at high and at low with the given means, over duration_s", false, parse_onoff},
+  {"steps", "levels, durations_s, repeat",
+   "levels[i] for durations_s[i], one after the other", false, parse_steps},
+  {"contention", "base, flows, mean_active_s, mean_idle_s, seed, duration_s, repeat",
+   "base / (1 + active background flows); each flow on and off at random", false, parse_contention},
+  {"scale", "of, factor", "every value of the rate `of` x factor", true, parse_scale},
+  {"clip", "of, min, max", "every value of `of` clamped to [min, max]", true, parse_clip},
+  {"concat", "parts, repeat", "parts [{\"of\": RATE, \"duration_s\": D}, ...] one after the other", true, parse_concat},
+  {"shift", "of, by_s, fill", "`of` delayed by by_s (fill before it; negative: advanced)", true, parse_shift},
+  {"min", "of, duration_s, repeat", "the point-wise minimum of the rates listed in `of`", true, parse_min},
+}};
+// clang-format on
+
+Trace resolve_pattern(const Field& f, const RateContext& at) {
   const Field name_field = f.at("pattern");
   const std::string name = name_field.string();
-  auto sub = [&](const Field& g) { return detail::resolve(g, base_dir, depth + 1); };
-
-  if (name == "periodic") {
-    check_keys(f, "periodic", {"pattern", "high", "low", "period_s", "low_fraction", "phase_s"});
-    Periodic p;
-    p.high = f.at("high").number();
-    p.low = f.at("low").number();
-    p.period_s = f.at("period_s").number();
-    p.low_fraction = f.at("low_fraction").number();
-    p.phase_s = number_or(f, "phase_s", 0.0);
-    return guarded(f, [&] { return make_periodic(p); });
-  }
-  if (name == "onoff") {
-    check_keys(f, "onoff",
-               {"pattern", "high", "low", "mean_high_s", "mean_low_s", "distribution", "sigma", "seed", "duration_s",
-                "start", "repeat"});
-    OnOff p;
-    p.high = f.at("high").number();
-    p.low = f.at("low").number();
-    p.mean_high_s = f.at("mean_high_s").number();
-    p.mean_low_s = f.at("mean_low_s").number();
-    p.duration_s = f.at("duration_s").number();
-    if (f.has("distribution")) {
-      const std::string d = f.at("distribution").string();
-      if (d == "exponential") {
-        p.distribution = Dwell::exponential;
-      } else if (d == "lognormal") {
-        p.distribution = Dwell::lognormal;
-      } else {
-        f.at("distribution").fail(fmt::format("unknown distribution \"{}\" (exponential or lognormal)", d));
-      }
-    }
-    if (f.has("sigma")) {
-      if (p.distribution != Dwell::lognormal) f.at("sigma").fail("applies to \"distribution\": \"lognormal\" only");
-      p.sigma = f.at("sigma").number();
-    }
-    p.seed = seed_of(f);
-    if (f.has("start")) {
-      const std::string s = f.at("start").string();
-      if (s != "high" && s != "low") f.at("start").fail(fmt::format("must be \"high\" or \"low\", got \"{}\"", s));
-      p.start_high = s == "high";
-    }
-    p.repeat = bool_or(f, "repeat", true);
-    return guarded(f, [&] { return make_onoff(p); });
-  }
-  if (name == "steps") {
-    check_keys(f, "steps", {"pattern", "levels", "durations_s", "repeat"});
-    Steps p;
-    p.levels = numbers(f.at("levels"));
-    p.durations_s = numbers(f.at("durations_s"));
-    p.repeat = bool_or(f, "repeat", false);
-    return guarded(f, [&] { return make_steps(p); });
-  }
-  if (name == "contention") {
-    check_keys(f, "contention",
-               {"pattern", "base", "flows", "mean_active_s", "mean_idle_s", "seed", "duration_s", "repeat"});
-    Contention p;
-    p.base = f.at("base").number();
-    const auto flows = f.at("flows").integer_at_least(0);
-    if (flows > 100000) f.at("flows").fail(fmt::format("must be <= 100000, got {}", flows));
-    p.flows = static_cast<int>(flows);
-    p.mean_active_s = f.at("mean_active_s").number();
-    p.mean_idle_s = f.at("mean_idle_s").number();
-    p.duration_s = f.at("duration_s").number();
-    p.seed = seed_of(f);
-    p.repeat = bool_or(f, "repeat", true);
-    return guarded(f, [&] { return make_contention(p); });
-  }
-  if (name == "scale") {
-    check_keys(f, "scale", {"pattern", "of", "factor"});
-    const double factor = f.at("factor").non_negative();
-    const Trace of = sub(f.at("of"));
-    return guarded(f, [&] { return scale(of, factor); });
-  }
-  if (name == "clip") {
-    check_keys(f, "clip", {"pattern", "of", "min", "max"});
-    std::optional<double> lo, hi;
-    if (f.has("min")) lo = f.at("min").non_negative();
-    if (f.has("max")) hi = f.at("max").non_negative();
-    if (!lo && !hi) f.fail("clip needs \"min\", \"max\" or both");
-    if (lo && hi && *lo > *hi) f.at("min").fail(fmt::format("min {} is larger than max {}", *lo, *hi));
-    const Trace of = sub(f.at("of"));
-    return guarded(f, [&] { return clip(of, lo, hi); });
-  }
-  if (name == "shift") {
-    check_keys(f, "shift", {"pattern", "of", "by_s", "fill"});
-    const double by = f.at("by_s").number();
-    std::optional<double> fill;
-    if (f.has("fill")) fill = f.at("fill").non_negative();
-    const Trace of = sub(f.at("of"));
-    return guarded(f, [&] { return shift(of, by, fill); });
-  }
-  if (name == "concat") {
-    check_keys(f, "concat", {"pattern", "parts", "repeat"});
-    const Field parts = f.at("parts");
-    if (parts.size() == 0) parts.fail("must list at least one part");
-    std::vector<Trace> traces;
-    std::vector<double> durations;
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      const Field part = parts.at(i);
-      part.require_object();
-      check_keys(part, "a concat part", {"of", "duration_s"});
-      durations.push_back(part.at("duration_s").positive());
-      traces.push_back(sub(part.at("of")));
-    }
-    const bool rep = bool_or(f, "repeat", false);
-    return guarded(f, [&] { return concat(traces, durations, rep); });
-  }
-  if (name == "min") {
-    check_keys(f, "min", {"pattern", "of", "duration_s", "repeat"});
-    const Field of = f.at("of");
-    if (of.size() < 2) of.fail("must list at least two rates");
-    std::optional<double> window;
-    if (f.has("duration_s")) window = f.at("duration_s").positive();
-    if (f.has("repeat") && !window) f.at("repeat").fail("applies with \"duration_s\" only");
-    const bool rep = bool_or(f, "repeat", true);
-    Trace acc = sub(of.at(std::size_t{0}));
-    for (std::size_t i = 1; i < of.size(); ++i) {
-      const Trace next = sub(of.at(i));
-      acc = guarded(f, [&] {
-        if (window) return min_window(acc, next, *window, rep);
-        auto exact = min_exact(acc, next);
-        if (!exact)
-          throw std::invalid_argument(
-              "the minimum of these rates does not repeat from t = 0 (one repeats and another does not, or their "
-              "periods have no common multiple within 10,000 periods); give \"duration_s\" to compute it over "
-              "[0, duration_s) and repeat that");
-        return std::move(*exact);
-      });
-    }
-    return acc;
-  }
-  name_field.fail(fmt::format("unknown pattern \"{}\" ({})", name, kPatternNames));
+  const Pattern* p = find_pattern(name);
+  if (!p) name_field.fail(fmt::format("unknown pattern \"{}\" ({})", name, pattern_names()));
+  check_keys(f, p->name, fmt::format("pattern, {}", p->keys));
+  return p->parse(f, at);
 }
 
 }  // namespace
@@ -251,7 +277,7 @@ Trace resolve(const Field& rate, const fs::path& base_dir, int depth) {
     return guarded(rate, [&] { return canonical(r); });
   }
   if (rate.has("file")) return resolve_file(rate, base_dir, depth);
-  if (rate.has("pattern")) return resolve_pattern(rate, base_dir, depth);
+  if (rate.has("pattern")) return resolve_pattern(rate, RateContext{base_dir, depth});
   rate.fail(
       "unknown rate form: expected {\"constant\": R}, {\"points\": [[t, R], ...]}, {\"file\": PATH} or "
       "{\"pattern\": NAME, ...}");
@@ -270,6 +296,20 @@ Trace parse_rate_spec(const nlohmann::json& spec, const std::string& source, con
   return detail::resolve(Field(spec, source), base_dir, 0);
 }
 
-std::string_view pattern_names() { return kPatternNames; }
+Trace RateContext::nested(const Field& rate) const { return detail::resolve(rate, base_dir, depth + 1); }
+
+std::span<const Pattern> patterns() { return kPatterns; }
+
+const Pattern* find_pattern(std::string_view name) {
+  for (const Pattern& p : kPatterns)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string pattern_names() {
+  std::string out;
+  for (const Pattern& p : kPatterns) out += fmt::format("{}{}", out.empty() ? "" : ", ", p.name);
+  return out;
+}
 
 }  // namespace adagrouper::traces

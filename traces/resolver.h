@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -32,7 +33,35 @@ Trace resolve_rate(const Field& rate, const std::filesystem::path& base_dir);
 Trace parse_rate_spec(const nlohmann::json& spec, const std::string& source,
                       const std::filesystem::path& base_dir = {});
 
+// --- the registry of patterns ------------------------------------------------------
+
+// Where a rate form is read: the directory its relative trace paths start from, and how
+// deep it lies in other rate forms and trace files (a file that refers to itself fails).
+struct RateContext {
+  const std::filesystem::path& base_dir;
+  int depth = 0;
+  // A rate this one is made of ("of", a concat part), read one level deeper.
+  Trace nested(const Field& rate) const;
+};
+
+// One synthetic pattern or transform: {"pattern": NAME, KEY: VALUE, ...}.
+//
+// To add one: write its parse function in resolver.cpp and add one row to the table
+// there. The "unknown pattern" and "unknown field" messages, `adagrouper trace --help`
+// and `adagrouper trace synth` read that table.
+struct Pattern {
+  std::string_view name;
+  std::string_view keys;  // the keys it takes besides "pattern" and "description", ", " between
+  std::string_view help;  // one line for --help
+  bool transform;         // made of other rates ("of", "parts"); trace synth takes it as --spec only
+  // The trace `form` describes; its keys are already checked. InputError naming the field.
+  Trace (*parse)(const Field& form, const RateContext& at);
+};
+
+std::span<const Pattern> patterns();
+// nullptr when no pattern has this name.
+const Pattern* find_pattern(std::string_view name);
 // "periodic, onoff, steps, contention, scale, clip, concat, shift, min", for messages.
-std::string_view pattern_names();
+std::string pattern_names();
 
 }  // namespace adagrouper::traces

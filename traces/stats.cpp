@@ -1,3 +1,4 @@
+// Time-weighted statistics of a trace over a window, and its preemption episodes.
 #include "stats.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Trace, TraceBuilder and the operations on traces: windows (slice, repeat) and transforms.
 #include "trace.h"
 
 #include <algorithm>

@@ -14,6 +14,6 @@
 #include "formats.h"   // Format, LoadOptions, load_trace_file, parse_trace, to_csv, to_json
 #include "patterns.h"  // Periodic, OnOff, Steps, Contention, make_*
 #include "random.h"    // Rng
-#include "resolver.h"  // TraceRates, resolve_rate, parse_rate_spec
+#include "resolver.h"  // TraceRates, resolve_rate, parse_rate_spec, patterns
 #include "stats.h"     // TraceStats, compute_stats
 #include "trace.h"     // Trace, TraceBuilder, slice, repeat, scale, clip, shift, concat, min_*

@@ -1,4 +1,4 @@
-// Network files that use trace files and patterns (traces::rate_resolver with
+// Network files that use trace files and patterns (traces::TraceRates with
 // sim::load_network), and the errors that name the network file, the field, or the
 // trace file and line.
 #include <gmock/gmock.h>
