@@ -1,6 +1,6 @@
 // Simulator throughput benchmark (docs/performance.md).
 //
-// Scenario of the simulator-core issue: S = 64 stages, M = 1024 micro-batches, kFkB
+// The scenario of docs/performance.md: S = 64 stages, M = 1024 micro-batches, kFkB
 // with k = 4, every channel with its own 10,000-point bandwidth trace. Reports
 // simulated ops per second (compute ops + transfers), wall time and peak RSS. Run it
 // once with 20 and once with 200 iterations (separate processes, since peak RSS is
@@ -59,18 +59,20 @@ int main(int argc, char** argv) {
     ("repeat", po::value<int>()->default_value(3), "runs; the best is reported")
     ("seed", po::value<std::uint64_t>()->default_value(1), "trace seed")
     ("evaluator", po::value<std::string>()->default_value("dataflow"),
-     "dataflow (what simulate uses without a timeline) or events (the event engine)");
+     (evaluator_names() + " (simulate --help says what each is)").c_str());
   // clang-format on
   po::variables_map vm;
   if (const int rc = adagrouper::cli::parse_main_options(argc, argv, opts, "sim_bench", vm); rc >= 0) return rc;
   const int S = vm["stages"].as<int>(), M = vm["micro-batches"].as<int>(), k = vm["k"].as<int>();
   const int iterations = vm["iterations"].as<int>(), points = vm["trace-points"].as<int>();
   const std::string evaluator = vm["evaluator"].as<std::string>();
-  if (evaluator != "dataflow" && evaluator != "events") {
-    std::fprintf(stderr, "sim_bench: --evaluator: dataflow or events, got '%s'\n", evaluator.c_str());
+  SimOptions options;
+  try {
+    options.evaluator = parse_evaluator(evaluator);
+  } catch (const adagrouper::InputError& e) {
+    std::fprintf(stderr, "sim_bench: %s\n", e.what());
     return 2;
   }
-  const SimOptions options{.evaluator = evaluator == "events" ? Evaluator::Events : Evaluator::Dataflow};
 
   std::mt19937_64 rng(vm["seed"].as<std::uint64_t>());
   Scenario sc;

@@ -1,3 +1,4 @@
+// The out-of-line part of cli_util.h: the sha256 of an input file, recorded in results.
 #include "cli_util.h"
 
 #include <fstream>

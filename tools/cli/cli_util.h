@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -14,18 +15,39 @@
 
 namespace adagrouper::cli {
 
-// Parses the options; prints the help and returns nullopt when --help was given.
-inline std::optional<boost::program_options::variables_map> parse_options(
-    int argc, char** argv, const boost::program_options::options_description& opts) {
+namespace detail {
+// Stores what `parser` parses; prints the help and returns nullopt when --help was given.
+inline std::optional<boost::program_options::variables_map> store_options(
+    boost::program_options::command_line_parser& parser, const boost::program_options::options_description& opts) {
   namespace po = boost::program_options;
   po::variables_map vm;
-  po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+  po::store(parser.run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
     std::cout << opts << '\n';
     return std::nullopt;
   }
   return vm;
+}
+}  // namespace detail
+
+// Parses the options; prints the help and returns nullopt when --help was given.
+inline std::optional<boost::program_options::variables_map> parse_options(
+    int argc, char** argv, const boost::program_options::options_description& opts) {
+  boost::program_options::command_line_parser parser(argc, argv);
+  parser.options(opts);
+  return detail::store_options(parser, opts);
+}
+
+// The same, where the first bare argument is the value of the option `positional`
+// ("trace import FILE" for --input FILE).
+inline std::optional<boost::program_options::variables_map> parse_options(
+    int argc, char** argv, const boost::program_options::options_description& opts, const char* positional) {
+  boost::program_options::positional_options_description pos;
+  pos.add(positional, 1);
+  boost::program_options::command_line_parser parser(argc, argv);
+  parser.options(opts).positional(pos);
+  return detail::store_options(parser, opts);
 }
 
 // For programs with a main of their own (the benchmarks): parses into vm and returns -1
@@ -42,6 +64,50 @@ inline int parse_main_options(int argc, char** argv, const boost::program_option
     return 2;
   }
   return -1;
+}
+
+// Columns of --help texts.
+inline constexpr std::size_t kHelpWidth = 88;
+
+namespace detail {
+// `text` with each line longer than `width` broken at its last blank that fits, and the
+// lines after the first indented by `indent` spaces.
+inline std::string wrap(std::string_view text, std::size_t width, std::size_t indent) {
+  std::string out;
+  while (true) {
+    std::size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    if (line.size() > width) {
+      const std::size_t blank = line.rfind(' ', width);
+      if (blank != std::string_view::npos && blank > 0) line = line.substr(0, end = blank);
+    }
+    out += line;
+    if (end == std::string_view::npos) return out;
+    text.remove_prefix(end + 1);
+    out += '\n';
+    out.append(indent, ' ');
+  }
+}
+}  // namespace detail
+
+// The rows of a command or choice list in a --help text: "  NAME  HELP" per row, NAME
+// padded to `name_width`, HELP's lines (its own line breaks, and more where it would not
+// fit in kHelpWidth) under its first. Rows are anything with `name` and `help`.
+template <class Rows>
+std::string help_table(const Rows& rows, std::size_t name_width) {
+  const std::size_t indent = name_width + 3;
+  std::string out;
+  for (const auto& row : rows)
+    out += fmt::format("  {:<{}} {}\n", row.name, name_width, detail::wrap(row.help, kHelpWidth - indent, indent));
+  return out;
+}
+
+// The `name` of each row, `separator` between them: "synth, import, stats, slice".
+template <class Rows>
+std::string join_names(const Rows& rows, std::string_view separator) {
+  std::string out;
+  for (const auto& row : rows) out += fmt::format("{}{}", out.empty() ? "" : separator, row.name);
+  return out;
 }
 
 // The value of a required option, or an InputError "--NAME: missing (see adagrouper

@@ -102,10 +102,7 @@ int chosen_from_plan(const std::string& path, const std::vector<sim::Comparison>
   throw InputError(fmt::format("{}: chosen: {} k={} b={} is none of the compared pairs", path, schedule, k, b));
 }
 
-}  // namespace
-
-int cmd_compare(int argc, char** argv) {
-  po::options_description opts(kCompareHelp);
+void add_compare_options(po::options_description& opts) {
   // clang-format off
   opts.add_options()
     ("help,h", "show this help")
@@ -122,6 +119,13 @@ int cmd_compare(int argc, char** argv) {
     ("json", po::bool_switch(), "print the compare JSON on stdout instead of the table")
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the compare JSON to FILE");
   // clang-format on
+}
+
+}  // namespace
+
+int cmd_compare(int argc, char** argv) {
+  po::options_description opts(kCompareHelp);
+  add_compare_options(opts);
   const auto parsed = parse_options(argc, argv, opts);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;

@@ -1,4 +1,6 @@
-// `adagrouper simulate`: one schedule on one pipeline and network (SPEC section 5).
+// `adagrouper simulate`: one schedule on one pipeline and network (docs/model.md).
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -19,15 +21,11 @@ using namespace adagrouper::sim;
 
 namespace {
 
-constexpr const char* kSimulateHelp = R"(Usage: adagrouper simulate --pipeline P --network N --schedule NAME [--k K]
-                           --micro-batch-size b [--iterations n] [--start-time T]
-                           [--stage-trace FILE] [--evaluator auto|events|dataflow]
-                           [--json] [--output FILE] [--timeline FILE]
-
-Simulates pipeline-parallel training under the execution model of SPEC.md
-(docs/model.md): every stage runs its forward (F) and backward (B) ops in the
-schedule's order; activations and gradients travel over FIFO channels whose bandwidth
-follows the network file's traces; iterations run back to back.
+constexpr const char* kSimulateIntro = R"(
+Simulates pipeline-parallel training under the execution model of docs/model.md:
+every stage runs its forward (F) and backward (B) ops in the schedule's order;
+activations and gradients travel over FIFO channels whose bandwidth follows the
+network file's traces; iterations run back to back.
 
 Inputs (docs/formats.md):
   pipeline file  JSON: global_batch_size, memory_limit_bytes, and per stage
@@ -38,17 +36,20 @@ Inputs (docs/formats.md):
                  capacity (from, to = adjacent stages), per-stage speed. A rate (bytes/s)
                  is {"constant": R}, {"points": [[t, R], ...], "repeat_s": P}, a trace
                  file {"file": PATH} (CSV, JSON, iperf3 --json, SimGrid profile, transfer
-                 samples), or a pattern {"pattern": "periodic"|"onoff"|"steps"|
-                 "contention", ...} and transforms (see adagrouper trace --help).
+                 samples), or a pattern or transform {"pattern": NAME, ...} (adagrouper
+                 trace --help lists them).
   schedule file  JSON: {"stages": [["F0", "F1", "B0", ...], ...]}, one complete op
                  order per stage.
 
-Evaluators: the event engine processes the run in time order from one event list
-ordered by (time, sequence); the dataflow evaluator computes the same times stage by
-stage as far as inputs allow, about 3 times faster, and gives the same numbers to the
-last bit (docs/model.md, "Two evaluators"). auto, the default, uses the dataflow
-evaluator, and the event engine when a timeline is asked for.
+Schedules (--schedule NAME; docs/model.md, section 2):
+)";
 
+constexpr const char* kEvaluatorsIntro = R"(
+Evaluators (--evaluator NAME; docs/model.md, "Two evaluators"): every one gives the
+same numbers to the last bit; they differ in speed and in what they record.
+)";
+
+constexpr const char* kSimulateOutput = R"(
 Output: a short human summary on stdout; with --json the summary JSON instead.
 Exit status: 0 ok, 2 bad input (one line on stderr naming the file and field), 1 other
 failures. Output files are written completely or not at all.
@@ -60,18 +61,38 @@ Example:
 
 Options)";
 
-}  // namespace
+struct Choice {
+  std::string_view name, help;
+};
 
-int cmd_simulate(int argc, char** argv) {
-  po::options_description opts(kSimulateHelp);
+std::string simulate_help() {
+  const Choice custom{"custom", "a per-stage op order from --schedule-file FILE, checked for deadlocks"};
+  std::size_t name_width = custom.name.size();
+  for (const ScheduleFamily& f : schedule_families()) name_width = std::max(name_width, f.name.size());
+  std::string help = fmt::format(
+      "Usage: adagrouper simulate --pipeline P --network N --schedule NAME [--k K]\n"
+      "                           --micro-batch-size b [--iterations n] [--start-time T]\n"
+      "                           [--stage-trace FILE] [--evaluator {}]\n"
+      "                           [--json] [--output FILE] [--timeline FILE]\n",
+      join_names(evaluator_choices(), "|"));
+  help += kSimulateIntro;
+  help += help_table(schedule_families(), name_width);
+  help += help_table(std::array{custom}, name_width);
+  help += kEvaluatorsIntro;
+  help += help_table(evaluator_choices(), 10);
+  help += kSimulateOutput;
+  return help;
+}
+
+void add_simulate_options(po::options_description& o) {
   // clang-format off
-  opts.add_options()
+  o.add_options()
     ("help,h", "show this help")
     ("pipeline", po::value<std::string>()->value_name("FILE"), "pipeline file (required)")
     ("network", po::value<std::string>()->value_name("FILE"), "network file (required)")
     ("schedule", po::value<std::string>()->value_name("NAME"),
-       "kfkb (with --k), 1f1b, gpipe, dapple-b; or custom (with --schedule-file)")
-    ("k", po::value<int>()->value_name("K"), "kfkb group size, 1 <= K <= M")
+       "a schedule above; custom with --schedule-file")
+    ("k", po::value<int>()->value_name("K"), "group size of the schedules that take one, 1 <= K <= M")
     ("schedule-file", po::value<std::string>()->value_name("FILE"),
        "custom per-stage op order (implies --schedule custom); checked for deadlocks")
     ("micro-batch-size,b", po::value<int>()->value_name("b"),
@@ -87,8 +108,73 @@ int cmd_simulate(int argc, char** argv) {
     ("timeline", po::value<std::string>()->value_name("FILE"),
        "write a Chrome trace / Perfetto JSON timeline to FILE (open it in ui.perfetto.dev)")
     ("evaluator", po::value<std::string>()->default_value("auto")->value_name("NAME"),
-       "auto, events (the event engine) or dataflow (no timeline); the numbers are the same");
+       "an evaluator above; the numbers are the same");
   // clang-format on
+}
+
+// The schedule --schedule (with --k) names, or the custom order --schedule-file gives
+// (then `source` is that file).
+Schedule schedule_option(const po::variables_map& vm, int stages, int M, std::string& source) {
+  std::optional<int> k;
+  if (vm.count("k")) k = vm["k"].as<int>();
+  if (vm.count("schedule-file")) {
+    source = vm["schedule-file"].as<std::string>();
+    if (vm.count("schedule") && vm["schedule"].as<std::string>() != "custom")
+      throw InputError("--schedule: give either a named schedule or --schedule-file, not both");
+    if (k) throw InputError("--k: a custom order (--schedule-file) takes no group size");
+    return load_schedule_file(source, stages, M);
+  }
+  const std::string name = required(vm, "schedule", "simulate");
+  if (name == "custom") throw InputError("--schedule: custom needs --schedule-file FILE");
+  return make_named(name, stages, M, k);
+}
+
+// A custom order that deadlocks is bad input: names the dependency cycle and where the
+// run gets stuck.
+void check_custom_order(const Scenario& scenario, const std::string& source) {
+  const auto cycle = find_dependency_cycle(scenario);
+  if (cycle.empty()) return;
+  std::string path;
+  for (const auto& step : cycle) path += (path.empty() ? "" : " -> ") + step;
+  std::string stuck;
+  try {
+    simulate(scenario);
+  } catch (const SimError& e) {
+    stuck = e.what();
+  }
+  throw InputError(fmt::format("{}: stages: the order deadlocks; dependency cycle: {}. {}", source, path, stuck));
+}
+
+// The run the options describe; `schedule_source` is the --schedule-file if one is given.
+Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, Network network, int b, int iterations,
+                         std::string& schedule_source) {
+  const int M = pipeline.global_batch_size / b;
+  Schedule schedule = schedule_option(vm, pipeline.num_stages(), M, schedule_source);
+  Scenario scenario = make_scenario(pipeline, std::move(network), std::move(schedule), b, iterations);
+  scenario.start_time_s = vm["start-time"].as<double>();
+  if (vm.count("stage-trace")) {
+    const std::string path = vm["stage-trace"].as<std::string>();
+    set_op_timings(scenario, traces::load_stage_trace(path), path);
+  }
+  if (!(scenario.start_time_s >= 0) || !std::isfinite(scenario.start_time_s))
+    throw InputError(fmt::format("--start-time: must be a finite time >= 0, got {}", scenario.start_time_s));
+  if (!schedule_source.empty()) check_custom_order(scenario, schedule_source);
+  return scenario;
+}
+
+SimOptions sim_options(const po::variables_map& vm) {
+  SimOptions options{.timeline = vm.count("timeline") > 0,
+                     .evaluator = parse_evaluator(vm["evaluator"].as<std::string>())};
+  if (options.evaluator == Evaluator::Dataflow && options.timeline)
+    throw InputError("--evaluator: dataflow records no timeline; drop --timeline or use auto or events");
+  return options;
+}
+
+}  // namespace
+
+int cmd_simulate(int argc, char** argv) {
+  po::options_description opts(simulate_help());
+  add_simulate_options(opts);
   const auto parsed = parse_options(argc, argv, opts);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
@@ -100,61 +186,11 @@ int cmd_simulate(int argc, char** argv) {
 
   const Pipeline pipeline = load_pipeline(pipeline_path);
   Network network = load_network(network_path, pipeline.num_stages(), traces::TraceRates());
-  const auto params = pipeline.at(b);  // validates b before M is used
-  const int M = pipeline.global_batch_size / b;
-
-  std::optional<int> k;
-  if (vm.count("k")) k = vm["k"].as<int>();
-  Schedule schedule;
+  pipeline.at(b);  // validates b before M is used
   std::string schedule_source;
-  if (vm.count("schedule-file")) {
-    schedule_source = vm["schedule-file"].as<std::string>();
-    if (vm.count("schedule") && vm["schedule"].as<std::string>() != "custom")
-      throw InputError("--schedule: give either a named schedule or --schedule-file, not both");
-    if (k) throw InputError("--k: a custom order (--schedule-file) takes no group size");
-    schedule = load_schedule_file(schedule_source, pipeline.num_stages(), M);
-  } else {
-    const std::string name = required(vm, "schedule", "simulate");
-    if (name == "custom") throw InputError("--schedule: custom needs --schedule-file FILE");
-    schedule = make_named(name, pipeline.num_stages(), M, k);
-  }
+  const Scenario scenario = scenario_option(vm, pipeline, std::move(network), b, iterations, schedule_source);
 
-  Scenario scenario = make_scenario(pipeline, std::move(network), std::move(schedule), b, iterations);
-  scenario.start_time_s = vm["start-time"].as<double>();
-  if (vm.count("stage-trace")) {
-    const std::string path = vm["stage-trace"].as<std::string>();
-    set_op_timings(scenario, traces::load_stage_trace(path), path);
-  }
-  if (!(scenario.start_time_s >= 0) || !std::isfinite(scenario.start_time_s))
-    throw InputError(fmt::format("--start-time: must be a finite time >= 0, got {}", scenario.start_time_s));
-  if (!schedule_source.empty()) {
-    const auto cycle = find_dependency_cycle(scenario);
-    if (!cycle.empty()) {
-      std::string path;
-      for (const auto& step : cycle) path += (path.empty() ? "" : " -> ") + step;
-      std::string stuck;
-      try {
-        simulate(scenario);
-      } catch (const SimError& e) {
-        stuck = e.what();
-      }
-      throw InputError(fmt::format("{}: stages: the order deadlocks; dependency cycle: {}. {}", schedule_source,
-                                   path, stuck));
-    }
-  }
-
-  const std::string evaluator = vm["evaluator"].as<std::string>();
-  SimOptions options{.timeline = vm.count("timeline") > 0};
-  if (evaluator == "events") {
-    options.evaluator = Evaluator::Events;
-  } else if (evaluator == "dataflow") {
-    if (options.timeline)
-      throw InputError("--evaluator: dataflow records no timeline; drop --timeline or use auto or events");
-    options.evaluator = Evaluator::Dataflow;
-  } else if (evaluator != "auto") {
-    throw InputError(fmt::format("--evaluator: auto, events or dataflow, got '{}'", evaluator));
-  }
-  const SimResult result = simulate(scenario, options);
+  const SimResult result = simulate(scenario, sim_options(vm));
   const auto summary = summary_json(result);
   if (vm.count("output")) write_file_atomic(vm["output"].as<std::string>(), summary.dump(2) + "\n");
   if (vm.count("timeline")) write_file_atomic(vm["timeline"].as<std::string>(), timeline_json(result));

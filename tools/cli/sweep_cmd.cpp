@@ -59,29 +59,33 @@ Example:
 
 Options)";
 
+void add_sweep_options(po::options_description& opts) {
+  // clang-format off
+  opts.add_options()
+    ("help,h", "show this help")
+    ("spec", po::value<std::string>()->value_name("FILE"), "the sweep spec (or the first positional argument)")
+    ("output,o", po::value<std::string>()->value_name("FILE"),
+       "output file (required); rows already in it are skipped")
+    ("format", po::value<std::string>()->value_name("csv|jsonl"),
+       "output format (default: from the output's extension)")
+    ("jobs,j", po::value<int>()->default_value(0)->value_name("N"),
+       "worker threads (per rank under mpirun); 0: every core this process may use (under mpirun: "
+       "the rank's share of its node)")
+    ("shard", po::value<std::string>()->default_value("0/1")->value_name("i/n"),
+       "run only the runs whose index % n == i (0 <= i < n)")
+    ("retry-errors", po::bool_switch(), "run again the runs whose rows in the output have an error")
+    ("dry-run", po::bool_switch(), "expand the spec and say what would run; run nothing, write nothing")
+    ("quiet,q", po::bool_switch(), "no progress line or summary on stderr");
+  // clang-format on
+}
+
 }  // namespace
 
 int cmd_sweep(int argc, char** argv) {
   const int env_rank = sweep::launcher_rank();
   try {
     po::options_description opts(kSweepHelp);
-    // clang-format off
-    opts.add_options()
-      ("help,h", "show this help")
-      ("spec", po::value<std::string>()->value_name("FILE"), "the sweep spec (or the first positional argument)")
-      ("output,o", po::value<std::string>()->value_name("FILE"),
-         "output file (required); rows already in it are skipped")
-      ("format", po::value<std::string>()->value_name("csv|jsonl"),
-         "output format (default: from the output's extension)")
-      ("jobs,j", po::value<int>()->default_value(0)->value_name("N"),
-         "worker threads (per rank under mpirun); 0: every core this process may use (under mpirun: "
-         "the rank's share of its node)")
-      ("shard", po::value<std::string>()->default_value("0/1")->value_name("i/n"),
-         "run only the runs whose index % n == i (0 <= i < n)")
-      ("retry-errors", po::bool_switch(), "run again the runs whose rows in the output have an error")
-      ("dry-run", po::bool_switch(), "expand the spec and say what would run; run nothing, write nothing")
-      ("quiet,q", po::bool_switch(), "no progress line or summary on stderr");
-    // clang-format on
+    add_sweep_options(opts);
     po::positional_options_description positional;
     positional.add("spec", 1);
     po::variables_map vm;

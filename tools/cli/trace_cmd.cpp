@@ -1,5 +1,6 @@
 // `adagrouper trace`: synthesize, import, summarize and cut rate traces (the traces
 // library, traces/traces.h; formats in docs/formats.md, "Trace files and patterns").
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "sim.h"
 #include "traces.h"
@@ -25,21 +27,16 @@ namespace tr = adagrouper::traces;
 
 namespace {
 
-constexpr const char* kTraceHelp = R"(Usage: adagrouper trace COMMAND [OPTIONS]   (adagrouper trace COMMAND --help for details)
+constexpr const char* kTraceUsage = R"(Usage: adagrouper trace COMMAND [OPTIONS]   (adagrouper trace COMMAND --help for details)
 
 Rate traces: the bandwidth of a channel (bytes/s) or the speed of a stage over time.
 A network file uses them as {"file": PATH} or {"pattern": NAME, ...} (docs/formats.md,
 "Trace files and patterns").
 
 Commands:
-  synth    write a synthetic pattern (periodic, onoff, steps, contention, or any
-           pattern / transform given as JSON) to CSV or JSON
-  import   read a trace file (CSV, the project's JSON, iperf3 --json, SimGrid
-           profile, transfer samples) and write it as CSV or JSON
-  stats    duration, mean, min, max, p5/p50/p95, time below a threshold, number and
-           mean length of preemption episodes
-  slice    cut a time window out of a trace
+)";
 
+constexpr const char* kTraceExamples = R"(
 Examples:
   adagrouper trace synth periodic --high 2.8e9 --low 0.35e9 --period-s 10 \
       --low-fraction 0.5 --output periodic.json
@@ -48,24 +45,16 @@ Examples:
   adagrouper trace slice link.csv --start-s 60 --end-s 120 --output minute.csv
 )";
 
-constexpr const char* kSynthHelp = R"(Usage: adagrouper trace synth PATTERN [PATTERN OPTIONS] [--output FILE] [--to csv|json]
+constexpr const char* kSynthUsage = R"(Usage: adagrouper trace synth PATTERN [PATTERN OPTIONS] [--output FILE] [--to csv|json]
        adagrouper trace synth --spec JSON [--output FILE] [--to csv|json]
 
 Writes a synthetic rate pattern. Random patterns are deterministic for a given --seed
-(the same file with any compiler). The pattern options are the fields of the pattern's
-JSON form (docs/formats.md), with '-' for '_':
+(the same file with any compiler). The pattern options are the keys of the pattern's
+JSON form (docs/formats.md, "Synthetic patterns"), with '-' for '_'; lists as 1,2,3:
 
-  periodic    --high --low --period-s --low-fraction [--phase-s]
-              high for (1 - f) x period, then low for f x period, delayed by phase
-  onoff       --high --low --mean-high-s --mean-low-s --duration-s [--distribution
-              exponential|lognormal] [--sigma S] [--seed N] [--start high|low]
-              [--repeat true|false]: random stays with the given means
-  steps       --levels L1,L2,... --durations-s D1,D2,... [--repeat true|false]
-  contention  --base --flows N --mean-active-s --mean-idle-s --duration-s [--seed N]
-              [--repeat true|false]: base / (1 + active background flows)
+)";
 
-Transforms (scale, clip, concat, shift, min) nest other rates: give them with --spec.
-
+constexpr const char* kSynthDetails = R"(
 The output is the pattern's exact trace: a periodic pattern is one period with
 "repeat_s" in JSON (CSV holds one period and says so in a comment). --until-s T writes
 [0, T) instead, as a trace that does not repeat. The output format is --to, else the
@@ -81,6 +70,53 @@ Examples:
       {"constant": 2e9}]}' --to json
 
 Options)";
+
+// The patterns of the table (traces::patterns()), or its transforms ------------------
+
+std::vector<tr::Pattern> patterns_of_kind(bool transforms) {
+  std::vector<tr::Pattern> out;
+  for (const tr::Pattern& p : tr::patterns())
+    if (p.transform == transforms) out.push_back(p);
+  return out;
+}
+
+// "high, low_fraction" -> "--high --low-fraction".
+std::string as_options(std::string_view keys) {
+  std::string out = "--";
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (keys.substr(i, 2) == ", ") {
+      out += " --";
+      ++i;
+    } else {
+      out += keys[i] == '_' ? '-' : keys[i];
+    }
+  }
+  return out;
+}
+
+// One help row per pattern (or transform): its help, and under it its keys (or the
+// trace synth options that give them).
+std::string pattern_rows(bool transforms, bool options) {
+  struct Row {
+    std::string_view name;
+    std::string help;
+  };
+  std::vector<Row> rows;
+  for (const tr::Pattern& p : patterns_of_kind(transforms)) {
+    const std::string keys = options ? as_options(p.keys) : fmt::format("keys: {}", p.keys);
+    rows.push_back({p.name, fmt::format("{}\n{}", p.help, keys)});
+  }
+  return help_table(rows, 11);
+}
+
+std::string synth_help() {
+  std::string help = kSynthUsage;
+  help += pattern_rows(false, true);
+  help += fmt::format("\nTransforms ({}) nest other rates: give them with --spec.\n",
+                      join_names(patterns_of_kind(true), ", "));
+  help += kSynthDetails;
+  return help;
+}
 
 constexpr const char* kImportHelp = R"(Usage: adagrouper trace import INPUT [--format F] [--latency-s L] [--rebase]
                                [--output FILE] [--to csv|json]
@@ -165,20 +201,16 @@ struct Input {
   std::string format;  // the format it was read in, or "spec"
 };
 
-Input read_input(const po::variables_map& vm) {
-  const bool has_file = vm.count("input") > 0, has_spec = vm.count("spec") > 0;
-  if (has_file == has_spec) throw InputError("give either an input FILE or --spec JSON (one of them)");
-  if (has_spec) {
-    if (vm.count("format") || vm.count("latency-s") || vm["rebase"].as<bool>())
-      throw InputError("--format, --latency-s and --rebase apply to an input file, not to --spec");
-    nlohmann::json doc;
-    try {
-      doc = nlohmann::json::parse(vm["spec"].as<std::string>());
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("--spec: invalid JSON: {}", e.what()));
-    }
-    return {tr::parse_rate_spec(doc, "--spec"), "--spec", "spec"};
+// --spec JSON as a document.
+nlohmann::json spec_option(const po::variables_map& vm) {
+  try {
+    return nlohmann::json::parse(vm["spec"].as<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("--spec: invalid JSON: {}", e.what()));
   }
+}
+
+tr::LoadOptions load_options(const po::variables_map& vm) {
   tr::LoadOptions opt;
   if (vm.count("format")) {
     const std::string f = vm["format"].as<std::string>();
@@ -191,9 +223,28 @@ Input read_input(const po::variables_map& vm) {
       throw InputError(fmt::format("--latency-s: must be >= 0, got {}", opt.latency_s));
   }
   opt.rebase = vm["rebase"].as<bool>();
+  return opt;
+}
+
+Input read_input(const po::variables_map& vm) {
+  const bool has_file = vm.count("input") > 0, has_spec = vm.count("spec") > 0;
+  if (has_file == has_spec) throw InputError("give either an input FILE or --spec JSON (one of them)");
+  if (has_spec) {
+    if (vm.count("format") || vm.count("latency-s") || vm["rebase"].as<bool>())
+      throw InputError("--format, --latency-s and --rebase apply to an input file, not to --spec");
+    return {tr::parse_rate_spec(spec_option(vm), "--spec"), "--spec", "spec"};
+  }
+  const tr::LoadOptions opt = load_options(vm);
   const std::string path = vm["input"].as<std::string>();
   tr::Loaded l = tr::load_trace_file(path, opt);
   return {std::move(l.trace), path, std::string(tr::format_name(l.format))};
+}
+
+// "3 points, repeats every 10 s" / "1 point, 0 s long".
+std::string shape(const tr::Trace& t) {
+  return fmt::format("{} point{}, {}", t.size(), t.size() == 1 ? "" : "s",
+                     t.repeats() ? fmt::format("repeats every {} s", t.rate.repeat_s())
+                                 : fmt::format("{} s long", t.span_s));
 }
 
 void write_output(const po::variables_map& vm, const tr::Trace& t) {
@@ -211,22 +262,7 @@ void write_output(const po::variables_map& vm, const tr::Trace& t) {
     return;
   }
   write_file_atomic(out, text);
-  std::cout << fmt::format("wrote {} ({}, {} point{}, {})\n", out, to, t.size(), t.size() == 1 ? "" : "s",
-                           t.repeats() ? fmt::format("repeats every {} s", t.rate.repeat_s())
-                                       : fmt::format("{} s long", t.span_s));
-}
-
-// Parses argv with the positional INPUT; prints help and returns false on --help.
-bool parse(int argc, char** argv, po::options_description& opts, po::variables_map& vm, const char* positional) {
-  po::positional_options_description pos;
-  if (positional) pos.add(positional, 1);
-  po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << opts << '\n';
-    return false;
-  }
-  return true;
+  std::cout << fmt::format("wrote {} ({}, {})\n", out, to, shape(t));
 }
 
 // Window errors of the library (std::invalid_argument) as input errors on the options.
@@ -244,12 +280,11 @@ auto window_guard(F&& f) {
 
 // synth ----------------------------------------------------------------------------
 
-int cmd_synth(int argc, char** argv) {
-  po::options_description opts(kSynthHelp);
+void add_synth_options(po::options_description& o) {
   // clang-format off
-  opts.add_options()
+  o.add_options()
     ("help,h", "show this help")
-    ("pattern", po::value<std::string>()->value_name("NAME"), "periodic, onoff, steps or contention "
+    ("pattern", po::value<std::string>()->value_name("NAME"), "one of the patterns above "
                                                               "(or the first positional argument)")
     ("spec", po::value<std::string>()->value_name("JSON"), "any pattern or transform as JSON, instead of PATTERN")
     ("until-s", po::value<double>()->value_name("T"), "write [0, T) as a trace that does not repeat")
@@ -274,75 +309,86 @@ int cmd_synth(int argc, char** argv) {
     ("repeat", po::value<std::string>()->value_name("true|false"),
        "onoff, contention (default true), steps (default false): repeat past the end");
   // clang-format on
-  add_output_options(opts);
-  po::variables_map vm;
-  if (!parse(argc, argv, opts, vm, "pattern")) return 0;
+}
 
-  nlohmann::json spec;
-  std::string source;
-  if (vm.count("spec")) {
-    if (vm.count("pattern")) throw InputError("give either PATTERN with its options or --spec JSON, not both");
-    for (const auto& [name, value] : vm)
-      if (!value.defaulted() && name != "spec" && name != "until-s" && name != "output" && name != "to")
-        throw InputError(fmt::format("--{}: with --spec, the pattern's fields go inside the JSON", name));
+// --levels 3,1,2 as [3, 1, 2].
+nlohmann::json number_list(const std::string& opt, const std::string& text) {
+  nlohmann::json list = nlohmann::json::array();
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
     try {
-      spec = nlohmann::json::parse(vm["spec"].as<std::string>());
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("--spec: invalid JSON: {}", e.what()));
+      std::size_t used = 0;
+      const double d = std::stod(item, &used);
+      if (item.find_first_not_of(" \t", used) != std::string::npos) throw std::invalid_argument(item);
+      list.push_back(d);
+    } catch (const std::exception&) {
+      throw InputError(fmt::format("--{}: not a number: \"{}\"", opt, item));
     }
-    source = "--spec";
-  } else {
-    if (!vm.count("pattern"))
-      throw InputError("missing PATTERN (periodic, onoff, steps, contention) or --spec (see adagrouper trace synth --help)");
-    const std::string name = vm["pattern"].as<std::string>();
-    if (name == "scale" || name == "clip" || name == "concat" || name == "shift" || name == "min")
-      throw InputError(fmt::format("{} transforms other rates: give it with --spec '{{\"pattern\": \"{}\", ...}}'",
-                                   name, name));
-    spec = {{"pattern", name}};
-    for (const auto& [opt, value] : vm) {
-      if (opt == "pattern" || opt == "until-s" || opt == "output" || opt == "to") continue;
-      std::string key = opt;
-      for (char& c : key)
-        if (c == '-') c = '_';
-      const auto& v = value.value();
-      if (v.type() == typeid(double)) {
-        spec[key] = value.as<double>();
-      } else if (v.type() == typeid(int)) {
-        spec[key] = value.as<int>();
-      } else if (v.type() == typeid(std::uint64_t)) {
-        spec[key] = value.as<std::uint64_t>();
-      } else if (opt == "repeat") {
-        const std::string b = value.as<std::string>();
-        if (b != "true" && b != "false") throw InputError(fmt::format("--repeat: must be true or false, got \"{}\"", b));
-        spec[key] = b == "true";
-      } else if (opt == "levels" || opt == "durations-s") {
-        nlohmann::json list = nlohmann::json::array();
-        std::stringstream in(value.as<std::string>());
-        std::string item;
-        while (std::getline(in, item, ',')) {
-          try {
-            std::size_t used = 0;
-            const double d = std::stod(item, &used);
-            if (item.find_first_not_of(" \t", used) != std::string::npos) throw std::invalid_argument(item);
-            list.push_back(d);
-          } catch (const std::exception&) {
-            throw InputError(fmt::format("--{}: not a number: \"{}\"", opt, item));
-          }
-        }
-        spec[key] = std::move(list);
-      } else {
-        spec[key] = value.as<std::string>();
-      }
-    }
-    source = "trace synth";
   }
-  tr::Trace t = tr::parse_rate_spec(spec, source);
-  if (vm.count("until-s")) {
-    const double until = vm["until-s"].as<double>();
+  return list;
+}
+
+// The JSON value of a pattern option: its number, true / false for --repeat, a list for
+// --levels and --durations-s, else its string.
+nlohmann::json option_json(const std::string& opt, const po::variable_value& value) {
+  const std::type_info& type = value.value().type();
+  if (type == typeid(double)) return value.as<double>();
+  if (type == typeid(int)) return value.as<int>();
+  if (type == typeid(std::uint64_t)) return value.as<std::uint64_t>();
+  if (opt == "repeat") {
+    const std::string b = value.as<std::string>();
+    if (b != "true" && b != "false") throw InputError(fmt::format("--repeat: must be true or false, got \"{}\"", b));
+    return b == "true";
+  }
+  if (opt == "levels" || opt == "durations-s") return number_list(opt, value.as<std::string>());
+  return value.as<std::string>();
+}
+
+// trace synth PATTERN --KEY VALUE ...: the pattern's JSON form.
+nlohmann::json spec_from_options(const po::variables_map& vm) {
+  if (!vm.count("pattern"))
+    throw InputError(fmt::format("missing PATTERN ({}) or --spec (see adagrouper trace synth --help)",
+                                 join_names(patterns_of_kind(false), ", ")));
+  const std::string name = vm["pattern"].as<std::string>();
+  if (const tr::Pattern* p = tr::find_pattern(name); p && p->transform)
+    throw InputError(fmt::format("{} transforms other rates: give it with --spec '{{\"pattern\": \"{}\", ...}}'",
+                                 name, name));
+  nlohmann::json spec = {{"pattern", name}};
+  for (const auto& [opt, value] : vm) {
+    if (opt == "pattern" || opt == "until-s" || opt == "output" || opt == "to") continue;
+    std::string key = opt;
+    for (char& c : key)
+      if (c == '-') c = '_';
+    spec[key] = option_json(opt, value);
+  }
+  return spec;
+}
+
+// trace synth --spec JSON: the document, with no pattern options beside it.
+nlohmann::json spec_from_json(const po::variables_map& vm) {
+  if (vm.count("pattern")) throw InputError("give either PATTERN with its options or --spec JSON, not both");
+  for (const auto& [name, value] : vm)
+    if (!value.defaulted() && name != "spec" && name != "until-s" && name != "output" && name != "to")
+      throw InputError(fmt::format("--{}: with --spec, the pattern's fields go inside the JSON", name));
+  return spec_option(vm);
+}
+
+int cmd_synth(int argc, char** argv) {
+  po::options_description opts(synth_help());
+  add_synth_options(opts);
+  add_output_options(opts);
+  const auto vm = parse_options(argc, argv, opts, "pattern");
+  if (!vm) return 0;
+  const bool inline_spec = vm->count("spec") > 0;
+  tr::Trace t = inline_spec ? tr::parse_rate_spec(spec_from_json(*vm), "--spec")
+                            : tr::parse_rate_spec(spec_from_options(*vm), "trace synth");
+  if (vm->count("until-s")) {
+    const double until = (*vm)["until-s"].as<double>();
     if (!(until > 0) || !std::isfinite(until)) throw InputError(fmt::format("--until-s: must be > 0, got {}", until));
     t = window_guard([&] { return tr::slice(t, 0.0, until); });
   }
-  write_output(vm, t);
+  write_output(*vm, t);
   return 0;
 }
 
@@ -353,27 +399,19 @@ int cmd_import(int argc, char** argv) {
   opts.add_options()("help,h", "show this help");
   add_input_options(opts);
   add_output_options(opts);
-  po::variables_map vm;
-  if (!parse(argc, argv, opts, vm, "input")) return 0;
-  if (vm.count("spec")) throw InputError("import reads a file: give INPUT (use `trace synth --spec` for a rate form)");
-  const Input in = read_input(vm);
-  write_output(vm, in.trace);
+  const auto vm = parse_options(argc, argv, opts, "input");
+  if (!vm) return 0;
+  if (vm->count("spec")) throw InputError("import reads a file: give INPUT (use `trace synth --spec` for a rate form)");
+  const Input in = read_input(*vm);
+  write_output(*vm, in.trace);
   return 0;
 }
 
 // stats ----------------------------------------------------------------------------
 
-std::string describe(const Input& in) {
-  const auto& t = in.trace;
-  return fmt::format("{} ({}, {} point{}, {})", in.source, in.format, t.size(), t.size() == 1 ? "" : "s",
-                     t.repeats() ? fmt::format("repeats every {} s", t.rate.repeat_s())
-                                 : fmt::format("{} s long", t.span_s));
-}
-
-int cmd_stats(int argc, char** argv) {
-  po::options_description opts(kStatsHelp);
+void add_stats_options(po::options_description& o) {
   // clang-format off
-  opts.add_options()
+  o.add_options()
     ("help,h", "show this help")
     ("start-s", po::value<double>()->default_value(0.0)->value_name("A"), "window start")
     ("end-s", po::value<double>()->value_name("B"), "window end (default: the trace's length)")
@@ -382,62 +420,80 @@ int cmd_stats(int argc, char** argv) {
        "without --threshold: F x the window's max")
     ("json", po::bool_switch(), "print JSON instead of text");
   // clang-format on
+}
+
+// --end-s, else the trace's length.
+double window_end(const po::variables_map& vm, const Input& in, double from) {
+  if (vm.count("end-s")) return vm["end-s"].as<double>();
+  const double to = in.trace.span_s;
+  if (!(to > from))
+    throw InputError(fmt::format("--end-s: the trace is {} s long (a single point): give the window's end", to));
+  return to;
+}
+
+std::optional<double> threshold_option(const po::variables_map& vm) {
+  if (!vm.count("threshold")) return std::nullopt;
+  const double threshold = vm["threshold"].as<double>();
+  if (!std::isfinite(threshold)) throw InputError("--threshold: must be a finite number");
+  if (!vm["threshold-fraction"].defaulted()) throw InputError("give --threshold or --threshold-fraction, not both");
+  return threshold;
+}
+
+nlohmann::json stats_json(const Input& in, const tr::TraceStats& s) {
+  return {
+      {"source", in.source},
+      {"format", in.format},
+      {"points", in.trace.size()},
+      {"span_s", in.trace.span_s},
+      {"repeat_s", in.trace.repeats() ? nlohmann::json(in.trace.rate.repeat_s()) : nlohmann::json(nullptr)},
+      {"start_s", s.start_s},
+      {"end_s", s.end_s},
+      {"duration_s", s.duration_s},
+      {"mean", s.mean},
+      {"min", s.min},
+      {"max", s.max},
+      {"p5", s.p5},
+      {"p50", s.p50},
+      {"p95", s.p95},
+      {"threshold", s.threshold},
+      {"fraction_below", s.fraction_below},
+      {"episodes", s.episodes},
+      {"mean_episode_s", s.mean_episode_s},
+  };
+}
+
+std::string stats_text(const Input& in, const tr::TraceStats& s) {
+  std::string out;
+  out += fmt::format("trace            {} ({}, {})\n", in.source, in.format, shape(in.trace));
+  out += fmt::format("window           [{}, {}) s: {} s, {} pieces\n", s.start_s, s.end_s, s.duration_s, s.pieces);
+  out += fmt::format("mean             {:.6g}\n", s.mean);
+  out += fmt::format("min / max        {:.6g} / {:.6g}\n", s.min, s.max);
+  out += fmt::format("p5 / p50 / p95   {:.6g} / {:.6g} / {:.6g}\n", s.p5, s.p50, s.p95);
+  out += fmt::format("below {:<10.6g} {:.2f}% of the time\n", s.threshold, 100.0 * s.fraction_below);
+  out += fmt::format("episodes         {} (mean {:.6g} s)\n", s.episodes, s.mean_episode_s);
+  return out;
+}
+
+int cmd_stats(int argc, char** argv) {
+  po::options_description opts(kStatsHelp);
+  add_stats_options(opts);
   add_input_options(opts);
-  po::variables_map vm;
-  if (!parse(argc, argv, opts, vm, "input")) return 0;
+  const auto parsed = parse_options(argc, argv, opts, "input");
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
   const Input in = read_input(vm);
   const double from = vm["start-s"].as<double>();
-  double to = 0;
-  if (vm.count("end-s")) {
-    to = vm["end-s"].as<double>();
-  } else {
-    to = in.trace.span_s;
-    if (!(to > from))
-      throw InputError(fmt::format("--end-s: the trace is {} s long (a single point): give the window's end", to));
-  }
-  std::optional<double> threshold;
-  if (vm.count("threshold")) {
-    threshold = vm["threshold"].as<double>();
-    if (!std::isfinite(*threshold)) throw InputError("--threshold: must be a finite number");
-    if (vm["threshold-fraction"].defaulted() == false)
-      throw InputError("give --threshold or --threshold-fraction, not both");
-  }
+  const double to = window_end(vm, in, from);
+  const std::optional<double> threshold = threshold_option(vm);
   const double fraction = vm["threshold-fraction"].as<double>();
   if (!(fraction >= 0) || !std::isfinite(fraction))
     throw InputError(fmt::format("--threshold-fraction: must be >= 0, got {}", fraction));
   const tr::TraceStats s = window_guard([&] { return tr::compute_stats(in.trace, from, to, threshold, fraction); });
-
   if (vm["json"].as<bool>()) {
-    nlohmann::json j = {
-        {"source", in.source},
-        {"format", in.format},
-        {"points", in.trace.size()},
-        {"span_s", in.trace.span_s},
-        {"repeat_s", in.trace.repeats() ? nlohmann::json(in.trace.rate.repeat_s()) : nlohmann::json(nullptr)},
-        {"start_s", s.start_s},
-        {"end_s", s.end_s},
-        {"duration_s", s.duration_s},
-        {"mean", s.mean},
-        {"min", s.min},
-        {"max", s.max},
-        {"p5", s.p5},
-        {"p50", s.p50},
-        {"p95", s.p95},
-        {"threshold", s.threshold},
-        {"fraction_below", s.fraction_below},
-        {"episodes", s.episodes},
-        {"mean_episode_s", s.mean_episode_s},
-    };
-    std::cout << j.dump(2) << '\n';
-    return 0;
+    std::cout << stats_json(in, s).dump(2) << '\n';
+  } else {
+    std::cout << stats_text(in, s);
   }
-  std::cout << fmt::format("trace            {}\n", describe(in));
-  std::cout << fmt::format("window           [{}, {}) s: {} s, {} pieces\n", s.start_s, s.end_s, s.duration_s, s.pieces);
-  std::cout << fmt::format("mean             {:.6g}\n", s.mean);
-  std::cout << fmt::format("min / max        {:.6g} / {:.6g}\n", s.min, s.max);
-  std::cout << fmt::format("p5 / p50 / p95   {:.6g} / {:.6g} / {:.6g}\n", s.p5, s.p50, s.p95);
-  std::cout << fmt::format("below {:<10.6g} {:.2f}% of the time\n", s.threshold, 100.0 * s.fraction_below);
-  std::cout << fmt::format("episodes         {} (mean {:.6g} s)\n", s.episodes, s.mean_episode_s);
   return 0;
 }
 
@@ -454,8 +510,9 @@ int cmd_slice(int argc, char** argv) {
   // clang-format on
   add_input_options(opts);
   add_output_options(opts);
-  po::variables_map vm;
-  if (!parse(argc, argv, opts, vm, "input")) return 0;
+  const auto parsed = parse_options(argc, argv, opts, "input");
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
   const Input in = read_input(vm);
   if (!vm.count("start-s")) throw InputError("--start-s: missing (see adagrouper trace slice --help)");
   const double from = vm["start-s"].as<double>();
@@ -470,23 +527,51 @@ int cmd_slice(int argc, char** argv) {
   return 0;
 }
 
+// The subcommands: what runs each, and the list in --help.
+struct Subcommand {
+  std::string_view name;
+  std::string_view help;
+  int (*run)(int argc, char** argv);
+};
+// clang-format off
+constexpr std::array<Subcommand, 4> kSubcommands{{
+  {"synth", "write a synthetic pattern (one of those below, or any pattern or\n"
+            "transform given as JSON) to CSV or JSON", cmd_synth},
+  {"import", "read a trace file (CSV, the project's JSON, iperf3 --json, SimGrid\n"
+             "profile, transfer samples) and write it as CSV or JSON", cmd_import},
+  {"stats", "duration, mean, min, max, p5/p50/p95, time below a threshold, number and\n"
+            "mean length of preemption episodes", cmd_stats},
+  {"slice", "cut a time window out of a trace", cmd_slice},
+}};
+// clang-format on
+
+std::string trace_help() {
+  std::string help = kTraceUsage;
+  help += help_table(kSubcommands, 8);
+  help += "\nPatterns ({\"pattern\": NAME, KEY: VALUE, ...}; docs/formats.md, \"Synthetic patterns\"):\n";
+  help += pattern_rows(false, false);
+  help += "Transforms (of the rates in \"of\"; docs/formats.md, \"Transforms\"):\n";
+  help += pattern_rows(true, false);
+  help += kTraceExamples;
+  return help;
+}
+
 }  // namespace
 
 int cmd_trace(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << kTraceHelp;
+    std::cerr << trace_help();
     return 2;
   }
   const std::string_view sub = argv[1];
   if (sub == "--help" || sub == "-h" || sub == "help") {
-    std::cout << kTraceHelp;
+    std::cout << trace_help();
     return 0;
   }
-  if (sub == "synth") return cmd_synth(argc - 1, argv + 1);
-  if (sub == "import") return cmd_import(argc - 1, argv + 1);
-  if (sub == "stats") return cmd_stats(argc - 1, argv + 1);
-  if (sub == "slice") return cmd_slice(argc - 1, argv + 1);
-  throw InputError(fmt::format("unknown command '{}' (synth, import, stats, slice; see adagrouper trace --help)", sub));
+  for (const Subcommand& c : kSubcommands)
+    if (c.name == sub) return c.run(argc - 1, argv + 1);
+  throw InputError(fmt::format("unknown command '{}' ({}; see adagrouper trace --help)", sub,
+                               join_names(kSubcommands, ", ")));
 }
 
 }  // namespace adagrouper::cli
