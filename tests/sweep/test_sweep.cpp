@@ -82,8 +82,8 @@ json gpt_spec() {
 // ---------------------------------------------------------------------------------
 
 TEST(SweepSpec, ToyScheduleTableIsTheSpecsWorkedExample) {
-  // SPEC section 3: 0.5 s messages give 1f1b 41, k=2 36, k=4 36, gpipe 36, dapple-b 36;
-  // 2 s: 65, 49, 48, 52, 48; 0 s: 33 for every schedule.
+  // The worked example (docs/model.md, section 9): 0.5 s messages give 1f1b 41, k=2 36,
+  // k=4 36, gpipe 36, dapple-b 36; 2 s: 65, 49, 48, 52, 48; 0 s: 33 for every schedule.
   const Study study = load_study(kRoot / "configs/sweeps/toy-schedules.json");
   ASSERT_EQ(study.runs.size(), 15u);  // 3 networks x (1f1b, k=2, k=4, gpipe, dapple-b)
   const std::vector<std::size_t> all = [&] {

@@ -11,13 +11,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
-#include <filesystem>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -62,13 +61,6 @@ class Session {
   std::abort();
 }
 
-void bcast_string(std::string& s) {
-  std::uint64_t n = s.size();
-  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  s.resize(n);
-  MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD);
-}
-
 void bcast_indices(std::vector<std::size_t>& v) {
   std::vector<std::uint64_t> w(v.begin(), v.end());
   std::uint64_t n = w.size();
@@ -109,28 +101,42 @@ int default_jobs(int rank) {
 // real-time scheduling policy cannot starve the messages. A rank asks for more runs
 // before its queue runs dry, so the traffic waits at most one run.
 
-// Rank 0: takes runs from `next` (its threads and the chunks it hands out alike), and
+// Rank 0: takes runs from `pending` (its threads and the chunks it hands out alike), and
 // writes every row, its own and the other ranks'.
-void serve(const Session& mpi, const Study& study, const Inputs& inputs, const Options& options, int jobs,
-           const std::vector<std::size_t>& pending, Output& out, Progress& progress) {
-  std::mutex mutex;
-  std::atomic<std::size_t> next{0};
-  auto take = [&]() -> std::optional<std::size_t> {
-    const std::size_t i = next.fetch_add(1);
-    if (i >= pending.size()) return std::nullopt;
-    return pending[i];
-  };
-  auto write = [&](const std::string& line, bool error) {
-    std::lock_guard<std::mutex> lock(mutex);
-    out.append(line);
-    progress.add(error);
-  };
-  Pool pool(study, inputs, options.format, jobs - 1, take, write);
-  int active = mpi.size() - 1;
-  std::string buf;
-  std::vector<std::uint64_t> chunk;
+class Server {
+ public:
+  Server(const Session& mpi, const Study& study, const Inputs& inputs, const Options& options, int jobs,
+         Pending& pending, Writer& write)
+      : mpi_(mpi),
+        study_(study),
+        inputs_(inputs),
+        options_(options),
+        pending_(pending),
+        write_(write),
+        active_(mpi.size() - 1),
+        pool_(study, inputs, options.format, jobs - 1, [&pending] { return pending.take(); }, std::ref(write)) {}
+
+  void run() {
+    Clock::time_point talked{};
+    while (true) {
+      if (Clock::now() - talked >= kTalk) {
+        handle_messages();
+        talked = Clock::now();
+      }
+      if (const auto i = pending_.take()) {
+        const auto [line, error] = run_line(study_, inputs_, *i, options_.format);
+        write_(line, error);
+        continue;
+      }
+      if (active_ == 0 && pool_.finished()) break;
+      if (!handle_messages()) std::this_thread::sleep_for(kPoll);
+    }
+    pool_.join();
+  }
+
+ private:
   // Answers every message that has arrived; false if there was none.
-  auto handle_messages = [&] {
+  bool handle_messages() {
     bool any = false;
     while (true) {
       int flag = 0;
@@ -139,175 +145,246 @@ void serve(const Session& mpi, const Study& study, const Inputs& inputs, const O
       if (!flag) return any;
       any = true;
       if (st.MPI_TAG == kRequest) {
-        int want = 0;
-        MPI_Recv(&want, 1, MPI_INT, st.MPI_SOURCE, kRequest, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        // Guided: at most half of the rest spread over the ranks, so the last runs
-        // are not all queued on one rank.
-        const std::size_t taken = std::min(next.load(), pending.size());
-        const std::size_t fair = (pending.size() - taken + 2 * static_cast<std::size_t>(mpi.size()) - 1) /
-                                 (2 * static_cast<std::size_t>(mpi.size()));
-        const std::size_t n = std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(want), fair));
-        chunk.clear();
-        for (std::size_t i = 0; i < n; ++i) {
-          const auto r = take();
-          if (!r) break;
-          chunk.push_back(*r);
-        }
-        MPI_Send(chunk.data(), static_cast<int>(chunk.size()), MPI_UINT64_T, st.MPI_SOURCE, kWork, MPI_COMM_WORLD);
+        give_work(st);
       } else if (st.MPI_TAG == kRow) {
-        int n = 0;
-        MPI_Get_count(&st, MPI_CHAR, &n);
-        buf.resize(static_cast<std::size_t>(n));
-        MPI_Recv(buf.data(), n, MPI_CHAR, st.MPI_SOURCE, kRow, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        // A batch of rows: per row a flag ('1': error row), the line and '\n'.
-        std::size_t pos = 0;
-        while (pos < buf.size()) {
-          const std::size_t end = buf.find('\n', pos);
-          if (end == std::string::npos || end == pos) throw std::runtime_error("a malformed row message");
-          write(buf.substr(pos + 1, end - pos - 1), buf[pos] == '1');
-          pos = end + 1;
-        }
+        take_rows(st);
       } else if (st.MPI_TAG == kDone) {
         std::uint64_t sent = 0;
         MPI_Recv(&sent, 1, MPI_UINT64_T, st.MPI_SOURCE, kDone, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        --active;
+        --active_;
       } else {
         throw std::runtime_error(
             fmt::format("unexpected MPI message (tag {}) from rank {}", st.MPI_TAG, st.MPI_SOURCE));
       }
     }
-  };
-  Clock::time_point talked{};
-  while (true) {
-    if (Clock::now() - talked >= kTalk) {
-      handle_messages();
-      talked = Clock::now();
-    }
-    if (const auto i = take()) {
-      const auto [line, error] = run_line(study, inputs, *i, options.format);
-      write(line, error);
-      continue;
-    }
-    if (active == 0 && pool.finished()) break;
-    if (!handle_messages()) std::this_thread::sleep_for(kPoll);
   }
-  pool.join();
+
+  // A request for runs: a chunk of them (empty when none is left).
+  void give_work(const MPI_Status& st) {
+    int want = 0;
+    MPI_Recv(&want, 1, MPI_INT, st.MPI_SOURCE, kRequest, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    // Guided: at most half of the rest spread over the ranks, so the last runs are not
+    // all queued on one rank.
+    const auto ranks = static_cast<std::size_t>(mpi_.size());
+    const std::size_t fair = (pending_.left() + 2 * ranks - 1) / (2 * ranks);
+    const std::size_t n = std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(want), fair));
+    chunk_.clear();
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto r = pending_.take();
+      if (!r) break;
+      chunk_.push_back(*r);
+    }
+    MPI_Send(chunk_.data(), static_cast<int>(chunk_.size()), MPI_UINT64_T, st.MPI_SOURCE, kWork, MPI_COMM_WORLD);
+  }
+
+  // A batch of rows: per row a flag ('1': error row), the line and '\n'.
+  void take_rows(const MPI_Status& st) {
+    int n = 0;
+    MPI_Get_count(&st, MPI_CHAR, &n);
+    buf_.resize(static_cast<std::size_t>(n));
+    MPI_Recv(buf_.data(), n, MPI_CHAR, st.MPI_SOURCE, kRow, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    std::size_t pos = 0;
+    while (pos < buf_.size()) {
+      const std::size_t end = buf_.find('\n', pos);
+      if (end == std::string::npos || end == pos) throw std::runtime_error("a malformed row message");
+      write_(buf_.substr(pos + 1, end - pos - 1), buf_[pos] == '1');
+      pos = end + 1;
+    }
+  }
+
+  const Session& mpi_;
+  const Study& study_;
+  const Inputs& inputs_;
+  const Options& options_;
+  Pending& pending_;
+  Writer& write_;
+  int active_;  // ranks that have not said they are done
+  std::string buf_;
+  std::vector<std::uint64_t> chunk_;
+  Pool pool_;  // last: its threads start at once and use the members above
+};
+
+// Ranks > 0: keeps runs queued (asking rank 0 for chunks), runs them on the pool and on
+// this thread, and forwards the rows to rank 0.
+class Worker {
+ public:
+  Worker(const Study& study, const Inputs& inputs, const Options& options, int jobs)
+      : study_(study),
+        inputs_(inputs),
+        format_(options.format),
+        want_(16 * jobs),
+        pool_(study, inputs, options.format, jobs - 1, [this] { return wait_and_take(); },
+              [this](std::string line, bool error) {
+                std::lock_guard<std::mutex> lock(mutex_);
+                rows_.emplace_back(std::move(line), error);
+              }) {}
+
+  // The workers waiting for runs must be let go before the pool joins them (the pool
+  // is destroyed after this body), whatever happened.
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closed_ = true;
+    }
+    work_ready_.notify_all();
+  }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  void run() {
+    while (true) {
+      send_rows(false);
+      if (!exhausted_) fetch_work();
+      if (const auto i = try_take()) {
+        const auto [line, error] = run_line(study_, inputs_, *i, format_);
+        add_row(line, error);
+        continue;
+      }
+      if (exhausted_ && pool_.finished()) {
+        send_rows(true);
+        break;
+      }
+      send_rows(true);  // idle: nothing to wait for
+      std::this_thread::sleep_for(kPoll);
+    }
+    pool_.join();
+    MPI_Send(&sent_, 1, MPI_UINT64_T, 0, kDone, MPI_COMM_WORLD);
+  }
+
+ private:
+  // For the pool's threads: the next queued run, waiting for one; nullopt once closed.
+  std::optional<std::size_t> wait_and_take() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    work_ready_.wait(lock, [&] { return !queue_.empty() || closed_; });
+    return pop();
+  }
+  // For this thread: the next queued run if there is one.
+  std::optional<std::size_t> try_take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pop();
+  }
+  std::optional<std::size_t> pop() {  // with mutex_ held
+    if (queue_.empty()) return std::nullopt;
+    const std::size_t i = queue_.front();
+    queue_.pop_front();
+    return i;
+  }
+
+  // Asks rank 0 for more when fewer than half of `want_` is queued: enough that the
+  // round trip (rank 0 looks at its messages every kTalk, between two runs) is hidden
+  // behind runs. Queues what arrives; an empty chunk means there is no more.
+  void fetch_work() {
+    std::size_t queued = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queued = queue_.size();
+    }
+    if (!requested_ && queued < static_cast<std::size_t>(want_ / 2)) {
+      MPI_Send(&want_, 1, MPI_INT, 0, kRequest, MPI_COMM_WORLD);
+      requested_ = true;
+    }
+    int flag = 0;
+    MPI_Status st;
+    if (requested_ && (queued == 0 || Clock::now() - probed_ >= kTalk)) {
+      MPI_Iprobe(0, kWork, MPI_COMM_WORLD, &flag, &st);
+      probed_ = Clock::now();
+    }
+    if (!flag) return;
+    int n = 0;
+    MPI_Get_count(&st, MPI_UINT64_T, &n);
+    chunk_.resize(static_cast<std::size_t>(n));
+    MPI_Recv(chunk_.data(), n, MPI_UINT64_T, 0, kWork, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    requested_ = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (n == 0) exhausted_ = closed_ = true;
+      for (std::uint64_t i : chunk_) queue_.push_back(static_cast<std::size_t>(i));
+    }
+    work_ready_.notify_all();
+  }
+
+  // Rows go to rank 0 in batches: per row a flag ('1': error row), the line and '\n'.
+  void add_row(const std::string& line, bool error) {
+    msg_ += error ? '1' : '0';
+    msg_ += line;
+    msg_ += '\n';
+    ++sent_;
+  }
+
+  // Sends the batch: now, or once it is large or kTalk has passed since the last one.
+  void send_rows(bool now) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [line, error] : rows_) add_row(line, error);
+      rows_.clear();
+    }
+    if (msg_.empty() || (!now && Clock::now() - talked_ < kTalk && msg_.size() < (1u << 16))) return;
+    MPI_Send(msg_.data(), static_cast<int>(msg_.size()), MPI_CHAR, 0, kRow, MPI_COMM_WORLD);
+    msg_.clear();
+    talked_ = Clock::now();
+  }
+
+  const Study& study_;
+  const Inputs& inputs_;
+  Format format_;
+  const int want_;  // runs asked for at a time
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::deque<std::size_t> queue_;                   // guarded by mutex_
+  bool closed_ = false;                             // guarded by mutex_
+  std::deque<std::pair<std::string, bool>> rows_;  // from the pool, guarded by mutex_
+  bool requested_ = false, exhausted_ = false;
+  std::uint64_t sent_ = 0;
+  std::vector<std::uint64_t> chunk_;
+  std::string msg_;
+  Clock::time_point talked_{}, probed_{};
+  Pool pool_;  // last: its threads start at once and use the members above
+};
+
+// Runs `step` on rank 0 and tells every rank whether it failed: rank 0 rethrows the
+// failure, the other ranks get its exit status (0: it did not fail).
+template <class Step>
+int on_rank0(const Session& mpi, Step&& step) {
+  int status = 0;  // 2: bad input, 1: another failure
+  std::string error;
+  if (mpi.rank() == 0) {
+    try {
+      step();
+    } catch (const InputError& e) {
+      error = e.what();
+      status = 2;
+    } catch (const std::exception& e) {
+      error = e.what();
+      status = 1;
+    }
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (status != 0 && mpi.rank() == 0) {
+    if (status == 2) throw InputError(error);
+    throw std::runtime_error(error);
+  }
+  return status;
 }
 
-// Ranks > 0: keep runs queued (asking rank 0 for chunks), run them on the pool and on
-// this thread, and forward the rows to rank 0.
-void work(const Study& study, const Inputs& inputs, const Options& options, int jobs) {
-  std::mutex mutex;
-  std::condition_variable work_ready;
-  std::deque<std::size_t> queue;
-  bool closed = false;
-  std::deque<std::pair<std::string, bool>> rows;
-  auto take = [&]() -> std::optional<std::size_t> {
-    std::unique_lock<std::mutex> lock(mutex);
-    work_ready.wait(lock, [&] { return !queue.empty() || closed; });
-    if (queue.empty()) return std::nullopt;
-    const std::size_t i = queue.front();
-    queue.pop_front();
-    return i;
-  };
-  auto try_take = [&]() -> std::optional<std::size_t> {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (queue.empty()) return std::nullopt;
-    const std::size_t i = queue.front();
-    queue.pop_front();
-    return i;
-  };
-  Pool pool(study, inputs, options.format, jobs - 1, take, [&](std::string line, bool error) {
-    std::lock_guard<std::mutex> lock(mutex);
-    rows.emplace_back(std::move(line), error);
-  });
-  // Whatever happens below, the workers waiting for runs must be let go before the pool
-  // joins them (this is destroyed first).
-  struct Release {
-    std::mutex& mutex;
-    bool& closed;
-    std::condition_variable& ready;
-    ~Release() {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        closed = true;
-      }
-      ready.notify_all();
-    }
-  } release{mutex, closed, work_ready};
+// Threads per rank: --jobs, or default_jobs; at most one per run of the rank's share.
+int rank_jobs(const Session& mpi, const Options& options, std::size_t runs) {
+  const int jobs = options.jobs > 0 ? options.jobs : default_jobs(mpi.rank());
+  const auto ranks = static_cast<std::size_t>(mpi.size());
+  return clamp_jobs(jobs, (runs + ranks - 1) / ranks);
+}
 
-  // Asked for when fewer than half of it is queued: enough that the round trip to rank 0
-  // (which looks at its messages every kTalk, between two runs) is hidden behind runs.
-  const int want = 16 * jobs;
-  bool requested = false, exhausted = false;
-  std::uint64_t sent = 0;
-  std::vector<std::uint64_t> chunk;
-  std::string msg;
-  // Rows go to rank 0 in batches: per row a flag ('1': error row), the line and '\n'.
-  auto add_row = [&](const std::string& line, bool error) {
-    msg += error ? '1' : '0';
-    msg += line;
-    msg += '\n';
-    ++sent;
-  };
-  Clock::time_point talked{}, probed{};
-  auto send_rows = [&](bool now) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      for (const auto& [line, error] : rows) add_row(line, error);
-      rows.clear();
-    }
-    if (msg.empty() || (!now && Clock::now() - talked < kTalk && msg.size() < (1u << 16))) return;
-    MPI_Send(msg.data(), static_cast<int>(msg.size()), MPI_CHAR, 0, kRow, MPI_COMM_WORLD);
-    msg.clear();
-    talked = Clock::now();
-  };
-  while (true) {
-    send_rows(false);
-    if (!exhausted) {
-      std::size_t queued = 0;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        queued = queue.size();
-      }
-      if (!requested && queued < static_cast<std::size_t>(want / 2)) {
-        MPI_Send(&want, 1, MPI_INT, 0, kRequest, MPI_COMM_WORLD);
-        requested = true;
-      }
-      int flag = 0;
-      MPI_Status st;
-      if (requested && (queued == 0 || Clock::now() - probed >= kTalk)) {
-        MPI_Iprobe(0, kWork, MPI_COMM_WORLD, &flag, &st);
-        probed = Clock::now();
-      }
-      if (flag) {
-        int n = 0;
-        MPI_Get_count(&st, MPI_UINT64_T, &n);
-        chunk.resize(static_cast<std::size_t>(n));
-        MPI_Recv(chunk.data(), n, MPI_UINT64_T, 0, kWork, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        requested = false;
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (n == 0) exhausted = closed = true;
-          for (std::uint64_t i : chunk) queue.push_back(static_cast<std::size_t>(i));
-        }
-        work_ready.notify_all();
-      }
-    }
-    if (const auto i = try_take()) {
-      const auto [line, error] = run_line(study, inputs, *i, options.format);
-      add_row(line, error);
-      continue;
-    }
-    if (exhausted && pool.finished()) {
-      send_rows(true);
-      break;
-    }
-    send_rows(true);  // idle: nothing to wait for
-    std::this_thread::sleep_for(kPoll);
+// Every rank runs runs; rank 0 writes the rows to `out` (open there) and reports.
+void run_all(const Session& mpi, const Study& study, const Inputs& inputs, const Options& options, int jobs,
+             const std::vector<std::size_t>& pending, std::optional<Output>& out, Summary& summary) {
+  if (mpi.rank() != 0) {
+    Worker(study, inputs, options, jobs).run();
+    return;
   }
-  pool.join();
-  MPI_Send(&sent, 1, MPI_UINT64_T, 0, kDone, MPI_COMM_WORLD);
+  Progress progress(pending.size(), !options.quiet);
+  Writer writer(*out, progress);
+  Pending queue(pending);
+  Server(mpi, study, inputs, options, jobs, queue, writer).run();
+  finish(progress, options, summary);
 }
 
 }  // namespace
@@ -323,39 +400,13 @@ Summary run_mpi(const Study& study, const Options& options) {
   std::optional<Output> out;
   Existing existing;
   std::vector<std::size_t> pending;
-  std::string error;
-  int status = 0;  // 2: bad input, 1: another failure
-  if (rank == 0) {
-    try {
-      std::error_code ec;
-      if (!options.dry_run && std::filesystem::exists(options.output, ec))
-        out.emplace(options.output, options.format, csv_header(columns(study)));
-      existing = read_existing(options.output, options.format, columns(study), options.retry_errors);
-      if (out && existing.exists && options.retry_errors && existing.error_rows > 0) out->reopen();
-      pending = select_runs(study, options, existing, summary);
-    } catch (const InputError& e) {
-      error = e.what();
-      status = 2;
-    } catch (const std::exception& e) {
-      error = e.what();
-      status = 1;
-    }
-  }
-  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  bcast_string(error);
-  if (status != 0) {
-    if (rank == 0) {
-      if (status == 2) throw InputError(error);
-      throw std::runtime_error(error);
-    }
-    summary.status = status;
-    return summary;
-  }
+  summary.status = on_rank0(mpi, [&] {
+    existing = open_existing(study, options, out);
+    pending = select_runs(study, options, existing, summary);
+  });
+  if (summary.status != 0) return summary;
   bcast_indices(pending);
-  int jobs = options.jobs > 0 ? options.jobs : default_jobs(rank);
-  const std::size_t share =
-      (pending.size() + static_cast<std::size_t>(mpi.size()) - 1) / static_cast<std::size_t>(mpi.size());
-  jobs = std::max(1, std::min<int>(jobs, static_cast<int>(std::max<std::size_t>(share, 1))));
+  const int jobs = rank_jobs(mpi, options, pending.size());
   if (options.dry_run) {
     if (rank == 0) print_plan(study, options, existing, summary, jobs);
     return summary;
@@ -369,45 +420,15 @@ Summary run_mpi(const Study& study, const Options& options) {
     summary.status = 2;
     return summary;
   }
-  if (rank == 0) {
-    try {
-      if (!out) out.emplace(options.output, options.format, csv_header(columns(study)));
-      out->start();
-    } catch (const InputError& e) {
-      error = e.what();
-      status = 2;
-    } catch (const std::exception& e) {
-      error = e.what();
-      status = 1;
-    }
-  }
-  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (status != 0) {
-    if (rank == 0) {
-      if (status == 2) throw InputError(error);
-      throw std::runtime_error(error);
-    }
-    summary.status = status;
-    return summary;
-  }
+  summary.status = on_rank0(mpi, [&] { start_output(study, options, out); });
+  if (summary.status != 0) return summary;
   if (rank == 0) print_plan(study, options, existing, summary, jobs);
   if (pending.empty()) {
     if (rank == 0) print_summary(options, summary);
     return summary;
   }
-
   try {
-    if (rank == 0) {
-      Progress progress(pending.size(), !options.quiet);
-      serve(mpi, study, *inputs, options, jobs, pending, *out, progress);
-      progress.finish();
-      summary.ran = progress.done();
-      summary.errors = progress.errors();
-      summary.wall_s = progress.elapsed_s();
-      print_summary(options, summary);
-    } else {
-      work(study, *inputs, options, jobs);
-    }
+    run_all(mpi, study, *inputs, options, jobs, pending, out, summary);
   } catch (const std::exception& e) {
     abort_all(rank, e.what());
   }

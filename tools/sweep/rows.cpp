@@ -274,12 +274,11 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 
 // --- resuming --------------------------------------------------------------------------------
 
-Existing read_existing(const fs::path& output, Format format, const std::vector<std::string>& columns,
-                       bool retry_errors) {
-  Existing ex;
-  std::error_code ec;
-  if (!fs::exists(output, ec)) return ex;
-  ex.exists = true;
+namespace {
+
+// The text of an existing output. A partial last line (a run killed while writing it)
+// is cut off the file and the text.
+std::string complete_lines(const fs::path& output, Existing& ex) {
   const std::string name = output.string();
   std::string content;
   {
@@ -291,14 +290,69 @@ Existing read_existing(const fs::path& output, Format format, const std::vector<
   }
   const std::size_t nl = content.rfind('\n');
   const std::size_t complete = nl == std::string::npos ? 0 : nl + 1;
-  if (complete < content.size()) {  // a partial last line: a run killed while writing it
+  if (complete < content.size()) {
     ex.truncated = true;
     content.resize(complete);
+    std::error_code ec;
     fs::resize_file(output, complete, ec);
     if (ec) throw InputError(fmt::format("{}: cannot cut off its partial last line: {}", name, ec.message()));
   }
+  return content;
+}
 
-  const std::string header = csv_header(columns);
+void check_csv_header(const std::string& line, const std::string& header, const std::string& name) {
+  if (line != header)
+    throw InputError(
+        fmt::format("{}: line 1: its columns are not this spec's ({}); write to another file, or "
+                    "delete it to start over",
+                    name, header.size() > 120 ? header.substr(0, 117) + "..." : header));
+}
+
+// What resuming needs of a row: its run, and whether it is an error row.
+struct RowKey {
+  std::string id;
+  bool error = false;
+};
+
+RowKey csv_row_key(const std::string& line, const std::string& name, int line_no, std::size_t columns) {
+  std::vector<std::string> fields;
+  try {
+    fields = split_csv_line(line);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(fmt::format("{}:{}: {}", name, line_no, e.what()));
+  }
+  if (fields.size() != columns)
+    throw InputError(fmt::format("{}:{}: has {} fields, the header {}", name, line_no, fields.size(), columns));
+  return {fields.front(), !fields.back().empty()};
+}
+
+RowKey jsonl_row_key(const std::string& line, const std::string& name, int line_no,
+                     const std::vector<std::string>& columns) {
+  const ordered_json row = ordered_json::parse(line, nullptr, false);
+  bool same = row.is_object() && row.size() == columns.size();
+  if (same) {
+    std::size_t c = 0;
+    for (const auto& [key, value] : row.items()) same = same && key == columns[c++];
+  }
+  if (!same)
+    throw InputError(
+        fmt::format("{}:{}: not a row of this spec (a JSON object with the keys {}, ..., error); "
+                    "write to another file, or delete it to start over",
+                    name, line_no, columns.front()));
+  if (!row["id"].is_string()) throw InputError(fmt::format("{}:{}: id: must be a string", name, line_no));
+  return {row["id"].get<std::string>(), !row["error"].is_null()};
+}
+
+}  // namespace
+
+Existing read_existing(const fs::path& output, Format format, const std::vector<std::string>& columns,
+                       bool retry_errors) {
+  Existing ex;
+  std::error_code ec;
+  if (!fs::exists(output, ec)) return ex;
+  ex.exists = true;
+  const std::string name = output.string();
+  const std::string content = complete_lines(output, ex);
   std::string kept;
   std::size_t pos = 0;
   int line_no = 0;
@@ -310,51 +364,19 @@ Existing read_existing(const fs::path& output, Format format, const std::vector<
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (format == Format::csv && line_no == 1) {
-      if (line != header)
-        throw InputError(
-            fmt::format("{}: line 1: its columns are not this spec's ({}); write to another file, or "
-                        "delete it to start over",
-                        name, header.size() > 120 ? header.substr(0, 117) + "..." : header));
+      check_csv_header(line, csv_header(columns), name);
       kept += raw;
       continue;
     }
     if (line.empty()) continue;
-    std::string id;
-    bool error = false;
-    if (format == Format::csv) {
-      std::vector<std::string> fields;
-      try {
-        fields = split_csv_line(line);
-      } catch (const std::invalid_argument& e) {
-        throw InputError(fmt::format("{}:{}: {}", name, line_no, e.what()));
-      }
-      if (fields.size() != columns.size())
-        throw InputError(
-            fmt::format("{}:{}: has {} fields, the header {}", name, line_no, fields.size(), columns.size()));
-      id = fields.front();
-      error = !fields.back().empty();
-    } else {
-      const ordered_json row = ordered_json::parse(line, nullptr, false);
-      bool same = row.is_object() && row.size() == columns.size();
-      if (same) {
-        std::size_t c = 0;
-        for (const auto& [key, value] : row.items()) same = same && key == columns[c++];
-      }
-      if (!same)
-        throw InputError(
-            fmt::format("{}:{}: not a row of this spec (a JSON object with the keys {}, ..., error); "
-                        "write to another file, or delete it to start over",
-                        name, line_no, columns.front()));
-      if (!row["id"].is_string()) throw InputError(fmt::format("{}:{}: id: must be a string", name, line_no));
-      id = row["id"].get<std::string>();
-      error = !row["error"].is_null();
-    }
+    const RowKey row = format == Format::csv ? csv_row_key(line, name, line_no, columns.size())
+                                             : jsonl_row_key(line, name, line_no, columns);
     ++ex.rows;
-    if (error) {
+    if (row.error) {
       ++ex.error_rows;
       if (retry_errors) continue;
     }
-    ex.done.insert(id);
+    ex.done.insert(row.id);
     kept += raw;
   }
   if (retry_errors && ex.error_rows > 0) {

@@ -197,7 +197,26 @@ void Progress::finish() {
   if (enabled_ && tty_ && done_ > 0) print(true);
 }
 
-// --- what to run ---------------------------------------------------------------------------
+// --- the output and what to run ---------------------------------------------------------
+
+Existing open_existing(const Study& study, const Options& options, std::optional<Output>& out) {
+  std::error_code ec;
+  if (!options.dry_run && fs::exists(options.output, ec))
+    out.emplace(options.output, options.format, csv_header(columns(study)));
+  Existing existing = read_existing(options.output, options.format, columns(study), options.retry_errors);
+  if (out && existing.exists && options.retry_errors && existing.error_rows > 0) out->reopen();
+  return existing;
+}
+
+void start_output(const Study& study, const Options& options, std::optional<Output>& out) {
+  if (!out) out.emplace(options.output, options.format, csv_header(columns(study)));
+  out->start();
+}
+
+int clamp_jobs(int jobs, std::size_t runs) {
+  return std::max(1, std::min<int>(jobs, static_cast<int>(std::max<std::size_t>(runs, 1))));
+}
+
 
 std::vector<std::size_t> select_runs(const Study& study, const Options& options, const Existing& existing,
                                      Summary& summary) {
@@ -252,7 +271,32 @@ void print_summary(const Options& options, const Summary& summary) {
   std::cerr << line << '\n';
 }
 
+void finish(Progress& progress, const Options& options, Summary& summary) {
+  progress.finish();
+  summary.ran = progress.done();
+  summary.errors = progress.errors();
+  summary.wall_s = progress.elapsed_s();
+  print_summary(options, summary);
+}
+
 }  // namespace detail
+
+#ifndef ADAGROUPER_HAVE_MPI
+namespace {
+
+// A rank other than 0 under mpirun in a build without MPI: rank 0 runs everything.
+Summary idle_rank(int rank) {
+  std::cerr << fmt::format(
+      "adagrouper sweep: rank {}: this build has no MPI; rank 0 runs every run, this rank "
+      "does nothing\n",
+      rank);
+  Summary s;
+  s.printer = false;
+  return s;
+}
+
+}  // namespace
+#endif
 
 Summary run_sweep(const Study& study, const Options& options) {
   using namespace detail;
@@ -261,39 +305,25 @@ Summary run_sweep(const Study& study, const Options& options) {
 #ifdef ADAGROUPER_HAVE_MPI
     return run_mpi(study, options);
 #else
-    if (rank > 0) {
-      std::cerr << fmt::format(
-          "adagrouper sweep: rank {}: this build has no MPI; rank 0 runs every run, this rank "
-          "does nothing\n",
-          rank);
-      Summary s;
-      s.printer = false;
-      return s;
-    }
+    if (rank > 0) return idle_rank(rank);
     std::cerr << "adagrouper sweep: started by mpirun, but this build has no MPI (install libopenmpi-dev and "
                  "reconfigure with -Dmpi=enabled); running every run in this process\n";
 #endif
   }
 
   Summary summary;
-  const std::string header = csv_header(columns(study));
   // An existing output is locked before it is read; a new one is created only once the
   // inputs are known to be good.
   std::optional<Output> out;
-  std::error_code ec;
-  if (!options.dry_run && fs::exists(options.output, ec)) out.emplace(options.output, options.format, header);
-  const Existing existing = read_existing(options.output, options.format, columns(study), options.retry_errors);
-  if (out && existing.exists && options.retry_errors && existing.error_rows > 0) out->reopen();
+  const Existing existing = open_existing(study, options, out);
   const std::vector<std::size_t> pending = select_runs(study, options, existing, summary);
-  int jobs = options.jobs > 0 ? options.jobs : available_cpus();
-  jobs = std::max(1, std::min<int>(jobs, static_cast<int>(std::max<std::size_t>(pending.size(), 1))));
+  const int jobs = clamp_jobs(options.jobs > 0 ? options.jobs : available_cpus(), pending.size());
   if (options.dry_run) {
     print_plan(study, options, existing, summary, jobs);
     return summary;
   }
   const Inputs inputs(study, pending);
-  if (!out) out.emplace(options.output, options.format, header);
-  out->start();
+  start_output(study, options, out);
   print_plan(study, options, existing, summary, jobs);
   if (pending.empty()) {
     print_summary(options, summary);
@@ -301,26 +331,11 @@ Summary run_sweep(const Study& study, const Options& options) {
   }
 
   Progress progress(pending.size(), !options.quiet);
-  std::mutex mutex;
-  std::atomic<std::size_t> next{0};
-  Pool pool(
-      study, inputs, options.format, jobs,
-      [&]() -> std::optional<std::size_t> {
-        const std::size_t i = next.fetch_add(1);
-        if (i >= pending.size()) return std::nullopt;
-        return pending[i];
-      },
-      [&](std::string line, bool error) {
-        std::lock_guard<std::mutex> lock(mutex);
-        out->append(line);
-        progress.add(error);
-      });
+  Writer writer(*out, progress);
+  Pending queue(pending);
+  Pool pool(study, inputs, options.format, jobs, [&queue] { return queue.take(); }, std::ref(writer));
   pool.join();
-  progress.finish();
-  summary.ran = progress.done();
-  summary.errors = progress.errors();
-  summary.wall_s = progress.elapsed_s();
-  print_summary(options, summary);
+  finish(progress, options, summary);
   return summary;
 }
 

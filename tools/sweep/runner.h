@@ -2,6 +2,7 @@
 // line and the choice of what to run.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -96,6 +98,51 @@ class Progress {
   std::size_t last_width_ = 0;
 };
 
+// The runs to do (indices into study.runs), handed out in order to whichever thread
+// asks first.
+class Pending {
+ public:
+  explicit Pending(std::span<const std::size_t> runs) : runs_(runs) {}
+  std::optional<std::size_t> take() {
+    const std::size_t i = next_.fetch_add(1);
+    if (i >= runs_.size()) return std::nullopt;
+    return runs_[i];
+  }
+  // Runs not taken yet.
+  std::size_t left() const { return runs_.size() - std::min(next_.load(), runs_.size()); }
+
+ private:
+  std::span<const std::size_t> runs_;
+  std::atomic<std::size_t> next_{0};
+};
+
+// Appends rows to the output and counts them on the progress line, from any thread.
+class Writer {
+ public:
+  Writer(Output& out, Progress& progress) : out_(out), progress_(progress) {}
+  void operator()(const std::string& line, bool error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out_.append(line);
+    progress_.add(error);
+  }
+
+ private:
+  std::mutex mutex_;
+  Output& out_;
+  Progress& progress_;
+};
+
+// Reads an existing output for resuming (read_existing). Unless this is a dry run, the
+// file is first opened into `out` and locked, and opened again when --retry-errors
+// rewrote it.
+Existing open_existing(const Study& study, const Options& options, std::optional<Output>& out);
+// Creates the output if open_existing found none, and writes the CSV header into an
+// empty one: once the inputs are known to be good.
+void start_output(const Study& study, const Options& options, std::optional<Output>& out);
+
+// Worker threads for `runs` runs: `jobs`, but at least 1 and at most one per run.
+int clamp_jobs(int jobs, std::size_t runs);
+
 // The runs of this shard that the output does not hold yet (indices into study.runs,
 // in spec order), and the counts for the summary.
 std::vector<std::size_t> select_runs(const Study& study, const Options& options, const Existing& existing,
@@ -104,6 +151,8 @@ std::vector<std::size_t> select_runs(const Study& study, const Options& options,
 // The lines run_sweep prints: what it is about to do, and what it did.
 void print_plan(const Study& study, const Options& options, const Existing& existing, const Summary& summary, int jobs);
 void print_summary(const Options& options, const Summary& summary);
+// After the last row: the final progress line, the counts in `summary`, the summary line.
+void finish(Progress& progress, const Options& options, Summary& summary);
 
 #ifdef ADAGROUPER_HAVE_MPI
 Summary run_mpi(const Study& study, const Options& options);

@@ -197,6 +197,66 @@ std::string trace_label(const json& doc, const json& name) {
   return doc.dump();
 }
 
+// The axes of one block in expansion order (the last varies fastest), and an odometer
+// over their values: one position per run.
+class Odometer {
+ public:
+  explicit Odometer(const ParsedBlock& block) : path_(block.path), order_(axis_order(block.axes)) {
+    for (const auto& name : order_) axes_.push_back(&block.axes.at(name));
+    at_.assign(order_.size(), 0);
+  }
+
+  const std::vector<std::string>& order() const { return order_; }
+  // The axis of a parameter; -1 when the block does not set it.
+  int axis(std::string_view name) const {
+    for (std::size_t a = 0; a < order_.size(); ++a)
+      if (order_[a] == name) return static_cast<int>(a);
+    return -1;
+  }
+  const std::vector<json>& values(int a) const { return axes_[index(a)]->values; }
+  std::size_t size(int a) const { return values(a).size(); }
+  std::size_t at(int a) const { return at_[index(a)]; }
+  // The current value of axis a; nullptr for a = -1.
+  const json* value(int a) const { return a < 0 ? nullptr : &values(a)[at(a)]; }
+  // Where the current value of axis a was given, for errors ("BLOCK.NAME" for a = -1).
+  std::string where(int a, const char* name) const {
+    return a < 0 ? fmt::format("{}.{}", path_, name) : axes_[index(a)]->paths[at(a)];
+  }
+  void advance() {
+    for (std::size_t a = order_.size(); a-- > 0;) {
+      if (++at_[a] < axes_[a]->values.size()) break;
+      at_[a] = 0;
+    }
+  }
+
+ private:
+  static std::size_t index(int a) { return static_cast<std::size_t>(a); }
+
+  std::string path_;
+  std::vector<std::string> order_;
+  std::vector<const Axis*> axes_;
+  std::vector<std::size_t> at_;
+};
+
+bool takes_k(const std::string& schedule) {
+  const sim::ScheduleFamily* family = sim::find_schedule_family(schedule);
+  return family && family->takes_k;
+}
+
+// Which axis of a block is which parameter (-1: not swept).
+struct Roles {
+  int pipeline, network, trace, seed, start, iterations, b, schedule, k;
+  std::vector<int> key_axis;    // the trace.KEY axes, by Study::trace_columns
+  std::vector<int> trace_axes;  // the axes that make up the trace: trace, trace.KEY, seed (adjacent)
+};
+
+// What a block computes once per value (or combination of values) of some axes, not
+// once per run (-1: not yet).
+struct BlockCache {
+  std::vector<int> pipeline_of, network_of;       // by value of the axis
+  std::unordered_map<std::size_t, int> trace_of;  // mixed-radix number of the trace axes -> trace
+};
+
 // Expands blocks into runs. Everything that depends on only some axes (the pipeline,
 // the network, the trace and the pieces of the id) is computed once per value or
 // combination of those axes, not once per run.
@@ -205,119 +265,123 @@ class Expander {
   Expander(Study& study, fs::path dir) : study_(study), dir_(std::move(dir)) {}
 
   void expand(const ParsedBlock& block) {
-    const std::vector<std::string> order = axis_order(block.axes);
-    std::vector<const Axis*> axes;
-    std::size_t count = 1;
-    for (const auto& name : order) {
-      axes.push_back(&block.axes.at(name));
-      count *= axes.back()->values.size();
-      if (count + study_.runs.size() > kMaxRuns)
-        throw InputError(fmt::format("{}: {}: expands to more than {} runs", study_.source, block.path, kMaxRuns));
-    }
-    auto axis_of = [&](std::string_view name) -> int {
-      for (std::size_t a = 0; a < order.size(); ++a)
-        if (order[a] == name) return static_cast<int>(a);
-      return -1;
-    };
-    const int a_pipeline = axis_of("pipeline"), a_network = axis_of("network"), a_trace = axis_of("trace"),
-              a_seed = axis_of("seed"), a_start = axis_of("start_time_s"), a_iterations = axis_of("iterations"),
-              a_b = axis_of("micro_batch_size"), a_schedule = axis_of("schedule"), a_k = axis_of("k");
-    if (a_pipeline < 0) fail(block.path + ".pipeline", "missing field");
-    if (a_schedule < 0) fail(block.path + ".schedule", "missing field");
-    if (a_b < 0) fail(block.path + ".micro_batch_size", "missing field");
-    if (a_k < 0)
-      for (const json& v : axes[static_cast<std::size_t>(a_schedule)]->values)
-        if (v == "kfkb") fail(block.path + ".k", "missing field (the kfkb schedule needs a group size k)");
-    // trace.KEY axes, by column; the axes that make up the trace (trace, trace.KEY,
-    // seed) are adjacent in `order`.
-    std::vector<int> key_axis(study_.trace_columns.size(), -1);
-    for (std::size_t c = 0; c < key_axis.size(); ++c) key_axis[c] = axis_of(study_.trace_columns[c]);
-    std::vector<int> trace_axes;
-    for (std::size_t a = 0; a < order.size(); ++a)
-      if (order[a] == "trace" || order[a] == "seed" || is_trace_key(order[a]))
-        trace_axes.push_back(static_cast<int>(a));
-
-    // Per-value caches (-1: not yet).
-    auto sized = [&](int a) {
-      return std::vector<int>(a < 0 ? 1 : axes[static_cast<std::size_t>(a)]->values.size(), -1);
-    };
-    std::vector<int> pipeline_of = sized(a_pipeline), network_of = sized(a_network);
-    std::unordered_map<std::size_t, int> trace_of;  // mixed-radix number of the trace axes -> trace
-
-    std::vector<std::size_t> at(order.size(), 0);
-    auto value = [&](int a) -> const json* {
-      return a < 0 ? nullptr : &axes[static_cast<std::size_t>(a)]->values[at[static_cast<std::size_t>(a)]];
-    };
-    auto where = [&](int a, const char* name) {
-      return a < 0 ? fmt::format("{}.{}", block.path, name)
-                   : axes[static_cast<std::size_t>(a)]->paths[at[static_cast<std::size_t>(a)]];
-    };
-    for (std::size_t n = 0; n < count; ++n) {
-      RunSpec run;
-      int& p = pipeline_of[at[static_cast<std::size_t>(a_pipeline)]];
-      if (p < 0) p = pipeline_index(value(a_pipeline)->get<std::string>());
-      run.pipeline = p;
-      const json* network = value(a_network);
-      if (network && network->is_null()) network = nullptr;
-      if (network) {
-        int& net = network_of[at[static_cast<std::size_t>(a_network)]];
-        if (net < 0) net = network_index(*network, where(a_network, "network"));
-        run.network = net;
-      }
-      const json* trace = value(a_trace);
-      if (trace && trace->is_null()) trace = nullptr;
-      if (!network && !trace) fail(block.path, "needs a network or a trace (or both)");
-      run.trace_params.assign(study_.trace_columns.size(), json());
-      for (std::size_t c = 0; c < key_axis.size(); ++c) {
-        if (key_axis[c] < 0) continue;
-        if (!trace) fail(where(key_axis[c], ""), "sets a key of the trace, but this run has no trace");
-        run.trace_params[c] = *value(key_axis[c]);
-      }
-      if (trace) {
-        std::size_t combo = 0;
-        for (int a : trace_axes)
-          combo = combo * axes[static_cast<std::size_t>(a)]->values.size() + at[static_cast<std::size_t>(a)];
-        auto it = trace_of.find(combo);
-        if (it == trace_of.end()) {
-          json doc = *trace;
-          for (std::size_t c = 0; c < key_axis.size(); ++c)
-            if (key_axis[c] >= 0) doc[study_.trace_columns[c].substr(6)] = run.trace_params[c];
-          if (const json* seed = value(a_seed)) doc["seed"] = *seed;
-          it = trace_of.emplace(combo, trace_index(std::move(doc), where(a_trace, "trace"))).first;
-        }
-        run.trace = it->second;
-        const json& doc = study_.traces[static_cast<std::size_t>(run.trace)].doc;
-        if (doc.contains("seed") && doc["seed"].is_number_integer()) run.seed = doc["seed"].get<std::int64_t>();
-      } else if (a_seed >= 0) {
-        fail(where(a_seed, "seed"), "needs a trace (it is the seed of a random trace pattern)");
-      }
-      run.schedule = value(a_schedule)->get<std::string>();
-      if (run.schedule == "kfkb") run.k = value(a_k)->get<int>();
-      run.micro_batch_size = value(a_b)->get<int>();
-      if (const json* v = value(a_iterations)) run.iterations = v->get<int>();
-      if (const json* v = value(a_start)) run.start_time_s = v->get<double>();
-
-      // The id: a hash of everything that determines the result, as canonical JSON
-      // (sorted keys, no blanks).
-      const std::string canon = fmt::format(
-          R"({{"iterations":{},"k":{},"micro_batch_size":{},"network":{},"pipeline":{},"schedule":{},"start_time_s":{},"trace":{}}})",
-          run.iterations, run.k ? std::to_string(*run.k) : "null", run.micro_batch_size,
-          run.network >= 0 ? network_keys_[static_cast<std::size_t>(run.network)] : "null",
-          json(study_.pipelines[static_cast<std::size_t>(run.pipeline)].label).dump(), json(run.schedule).dump(),
-          json(run.start_time_s).dump(), run.trace >= 0 ? trace_keys_[static_cast<std::size_t>(run.trace)] : "null");
-      run.id = fmt::format("{:016x}", fnv1a(canon));
-      if (ids_.insert(run.id).second) {  // else the same run again (e.g. k swept with 1f1b)
-        run.index = study_.runs.size();
-        study_.runs.push_back(std::move(run));
-      }
-      for (std::size_t a = order.size(); a-- > 0;) {  // odometer, last axis fastest
-        if (++at[a] < axes[a]->values.size()) break;
-        at[a] = 0;
-      }
-    }
+    Odometer pos(block);
+    const std::size_t count = run_count(pos, block.path);
+    const Roles roles = find_roles(pos, block.path);
+    auto sized = [&](int a) { return std::vector<int>(a < 0 ? 1 : pos.size(a), -1); };
+    BlockCache cache{sized(roles.pipeline), sized(roles.network), {}};
+    for (std::size_t n = 0; n < count; ++n, pos.advance()) add(make_run(pos, roles, cache, block.path));
   }
 
  private:
+  std::size_t run_count(const Odometer& pos, const std::string& path) const {
+    std::size_t count = 1;
+    for (std::size_t a = 0; a < pos.order().size(); ++a) {
+      count *= pos.size(static_cast<int>(a));
+      if (count + study_.runs.size() > kMaxRuns)
+        throw InputError(fmt::format("{}: {}: expands to more than {} runs", study_.source, path, kMaxRuns));
+    }
+    return count;
+  }
+
+  Roles find_roles(const Odometer& pos, const std::string& path) const {
+    Roles r{.pipeline = pos.axis("pipeline"),
+            .network = pos.axis("network"),
+            .trace = pos.axis("trace"),
+            .seed = pos.axis("seed"),
+            .start = pos.axis("start_time_s"),
+            .iterations = pos.axis("iterations"),
+            .b = pos.axis("micro_batch_size"),
+            .schedule = pos.axis("schedule"),
+            .k = pos.axis("k"),
+            .key_axis = {},
+            .trace_axes = {}};
+    if (r.pipeline < 0) fail(path + ".pipeline", "missing field");
+    if (r.schedule < 0) fail(path + ".schedule", "missing field");
+    if (r.b < 0) fail(path + ".micro_batch_size", "missing field");
+    if (r.k < 0)
+      for (const json& v : pos.values(r.schedule))
+        if (takes_k(v.get<std::string>()))
+          fail(path + ".k", fmt::format("missing field (the {} schedule needs a group size k)", v.get<std::string>()));
+    for (const std::string& column : study_.trace_columns) r.key_axis.push_back(pos.axis(column));
+    for (std::size_t a = 0; a < pos.order().size(); ++a) {
+      const std::string& name = pos.order()[a];
+      if (name == "trace" || name == "seed" || is_trace_key(name)) r.trace_axes.push_back(static_cast<int>(a));
+    }
+    return r;
+  }
+
+  RunSpec make_run(const Odometer& pos, const Roles& r, BlockCache& cache, const std::string& path) {
+    RunSpec run;
+    int& p = cache.pipeline_of[pos.at(r.pipeline)];
+    if (p < 0) p = pipeline_index(pos.value(r.pipeline)->get<std::string>());
+    run.pipeline = p;
+    const json* network = pos.value(r.network);
+    if (network && network->is_null()) network = nullptr;
+    if (network) {
+      int& net = cache.network_of[pos.at(r.network)];
+      if (net < 0) net = network_index(*network, pos.where(r.network, "network"));
+      run.network = net;
+    }
+    const json* trace = pos.value(r.trace);
+    if (trace && trace->is_null()) trace = nullptr;
+    if (!network && !trace) fail(path, "needs a network or a trace (or both)");
+    set_trace(run, trace, pos, r, cache);
+    run.schedule = pos.value(r.schedule)->get<std::string>();
+    if (takes_k(run.schedule)) run.k = pos.value(r.k)->get<int>();
+    run.micro_batch_size = pos.value(r.b)->get<int>();
+    if (const json* v = pos.value(r.iterations)) run.iterations = v->get<int>();
+    if (const json* v = pos.value(r.start)) run.start_time_s = v->get<double>();
+    run.id = run_id(run);
+    return run;
+  }
+
+  // The run's trace.KEY values and its trace (`trace` with them and the seed filled in),
+  // built once per combination of the trace axes.
+  void set_trace(RunSpec& run, const json* trace, const Odometer& pos, const Roles& r, BlockCache& cache) {
+    run.trace_params.assign(study_.trace_columns.size(), json());
+    for (std::size_t c = 0; c < r.key_axis.size(); ++c) {
+      if (r.key_axis[c] < 0) continue;
+      if (!trace) fail(pos.where(r.key_axis[c], ""), "sets a key of the trace, but this run has no trace");
+      run.trace_params[c] = *pos.value(r.key_axis[c]);
+    }
+    if (!trace) {
+      if (r.seed >= 0) fail(pos.where(r.seed, "seed"), "needs a trace (it is the seed of a random trace pattern)");
+      return;
+    }
+    std::size_t combo = 0;
+    for (int a : r.trace_axes) combo = combo * pos.size(a) + pos.at(a);
+    auto it = cache.trace_of.find(combo);
+    if (it == cache.trace_of.end()) {
+      json doc = *trace;
+      for (std::size_t c = 0; c < r.key_axis.size(); ++c)
+        if (r.key_axis[c] >= 0) doc[study_.trace_columns[c].substr(6)] = run.trace_params[c];
+      if (const json* seed = pos.value(r.seed)) doc["seed"] = *seed;
+      it = cache.trace_of.emplace(combo, trace_index(std::move(doc), pos.where(r.trace, "trace"))).first;
+    }
+    run.trace = it->second;
+    const json& doc = study_.traces[static_cast<std::size_t>(run.trace)].doc;
+    if (doc.contains("seed") && doc["seed"].is_number_integer()) run.seed = doc["seed"].get<std::int64_t>();
+  }
+
+  // A hash of everything that determines the result, as canonical JSON (sorted keys, no
+  // blanks).
+  std::string run_id(const RunSpec& run) const {
+    const std::string canon = fmt::format(
+        R"({{"iterations":{},"k":{},"micro_batch_size":{},"network":{},"pipeline":{},"schedule":{},"start_time_s":{},"trace":{}}})",
+        run.iterations, run.k ? std::to_string(*run.k) : "null", run.micro_batch_size,
+        run.network >= 0 ? network_keys_[static_cast<std::size_t>(run.network)] : "null",
+        json(study_.pipelines[static_cast<std::size_t>(run.pipeline)].label).dump(), json(run.schedule).dump(),
+        json(run.start_time_s).dump(), run.trace >= 0 ? trace_keys_[static_cast<std::size_t>(run.trace)] : "null");
+    return fmt::format("{:016x}", fnv1a(canon));
+  }
+
+  void add(RunSpec run) {
+    if (!ids_.insert(run.id).second) return;  // the same run again (e.g. k swept with 1f1b)
+    run.index = study_.runs.size();
+    study_.runs.push_back(std::move(run));
+  }
+
   [[noreturn]] void fail(const std::string& path, std::string_view what) const {
     throw InputError(fmt::format("{}: {}: {}", study_.source, path, what));
   }

@@ -34,8 +34,8 @@ struct RunSpec {
   int pipeline = 0;       // into Study::pipelines
   int network = -1;       // into Study::networks; -1: none (the trace alone)
   int trace = -1;         // into Study::traces; -1: none
-  std::string schedule;   // kfkb, 1f1b, gpipe, dapple-b
-  std::optional<int> k;   // kfkb only
+  std::string schedule;   // a family of sim::schedule_families()
+  std::optional<int> k;   // for the families that take a group size (kfkb)
   int micro_batch_size = 1;
   int iterations = 1;
   double start_time_s = 0;
@@ -50,7 +50,7 @@ struct PipelineInput {
 
 struct NetworkInput {
   std::string label;   // the path as written, the inline network's "name", or its JSON
-  std::string source;  // what errors name (the network file, or "SPEC: FIELD")
+  std::string source;  // what errors name: the network file, or the spec file and field of an inline one
   nlohmann::json doc;  // the network document
 };
 
