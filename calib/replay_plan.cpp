@@ -198,7 +198,9 @@ class Indexer {
     int& slot = compute_slot(e.micro_batch, bwd);
     if (slot >= 0) throw InputError(fmt::format("{}: {}{} is repeated", where(i), bwd ? 'B' : 'F', e.micro_batch));
     slot = static_cast<int>(p_.compute.size());
-    p_.compute.push_back({{bwd ? sim::Phase::Backward : sim::Phase::Forward, e.micro_batch}, bwd ? par_.bwd : par_.fwd});
+    // One model stage per stage: the stage's own.
+    const sim::Op op{bwd ? sim::Phase::Backward : sim::Phase::Forward, e.micro_batch, stage_};
+    p_.compute.push_back({op, bwd ? par_.bwd : par_.fwd});
   }
 
   void check_every_op_present() {

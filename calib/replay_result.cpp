@@ -39,6 +39,8 @@ sim::SimResult result_of(const ReplayPlan& plan, const Measurements& m) {
   r.micro_batches = plan.micro_batches;
   r.global_batch_size = plan.global_batch_size;
   r.num_stages = plan.stages;
+  r.model_stages = plan.stages;  // one model stage per stage
+  r.virtual_stages = 1;
   r.iterations = m.iterations;
   r.start_time_s = m.start_time_s;
   r.memory_limit_bytes = plan.memory_limit_bytes;
@@ -119,7 +121,7 @@ sim::ChannelResult add_channel(const MeasuredRun& run, int from, int to, sim::Si
       receiver_changes.push_back({run.at(consumed), depth, -1});
       if (r.timeline)
         r.timeline->transfers.push_back({from, to, i - run.first(), msg.micro_batch, run.at(start), run.at(end),
-                                         static_cast<double>(msg.bytes)});
+                                         static_cast<double>(msg.bytes), from, to < from});
     }
   }
   return ch;
