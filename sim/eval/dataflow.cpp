@@ -23,7 +23,9 @@
 // scenarios. It records no timeline; deadlocks and rates that stay 0 forever are left
 // to the event engine, which reports them (simulate() runs it when this one gives up).
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <type_traits>
 #include <limits>
 #include <vector>
 
@@ -62,6 +64,21 @@ struct ChannelRun {
   double peak_depth = 0;
 };
 
+// One input channel of a stage, as the level replay reads it.
+struct ReplayInput {
+  const double* arrival;      // its arrival times, then +inf
+  const std::uint16_t* term;  // the memory term each message waits in
+  std::uint32_t n;            // arrivals counted so far
+  std::uint32_t at_t;         // where the arrivals at the current op event's time start
+  std::int32_t depth;         // messages waiting
+  std::int32_t peak;          // the largest depth that settled
+  std::uint32_t channel;      // kNoChannel: padding
+};
+
+// An arrival stream that never arrives: the padding of a replay with fewer inputs than
+// its room.
+constexpr double kNoArrival[1] = {kInf};
+
 // The replay of one stage's levels (memory, micro-batches in flight, receive-buffer
 // depths) in time order from its recorded times, once it has finished the iteration
 // (every message it consumes has arrived then): its ops' starts (a consumed message
@@ -71,34 +88,54 @@ struct ChannelRun {
 // Between two op events only arrivals happen, and they only increase the levels, so of
 // the values they settle at the last is the largest: the arrivals before an op event are
 // counted, the peaks are taken once, then the arrivals at the event's own instant join it.
+//
+// NI inputs and NT memory terms of room, fixed so that the loops unroll (a stage with
+// fewer is padded: an input that never arrives, terms of 0 bytes, which add +0.0 and so
+// change no sum); NI = 0 sizes both from the stage.
+template <std::size_t NI, std::size_t NT>
 class StageReplay {
  public:
-  // One input channel of the stage, as the replay reads it.
-  struct Input {
-    std::uint32_t channel, arrivals, first, n;  // n: arrivals counted so far
-    std::int32_t depth;                          // messages waiting
-  };
-
-  // `inputs` has room for the stage's input channels.
-  StageReplay(const Program& prog, std::uint32_t s, std::vector<double>& counts, const std::vector<double>& arrival,
-              const std::vector<ChannelRun>& channels, Input* inputs)
-      : prog_(prog), ps_(prog.stages[s]), counts_(&counts[ps_.terms]), arrival_(arrival), in_(inputs) {
-    std::fill(counts_, counts_ + ps_.nterms, 0.0);
-    for (std::uint32_t k = 0; k < ps_.ninputs; ++k) {
-      const std::uint32_t c = prog.inputs[ps_.inputs + k];
-      in_[k] = {c, channels[c].arrivals, prog.channels[c].first, 0, 0};
+  StageReplay(const Program& prog, const ProgramStage& ps, std::vector<double>& counts,
+              const std::vector<double>& arrival, const std::vector<ChannelRun>& channels, ReplayInput* room,
+              double last_t)
+      : static_bytes_(ps.static_bytes), last_t_(last_t), ninputs_(ps.ninputs), nterms_(ps.nterms) {
+    if constexpr (NI > 0) {
+      bytes_.fill(0.0);
+      counts_.fill(0.0);
+      std::copy_n(&prog.terms[ps.terms], ps.nterms, bytes_.begin());
+      for (std::size_t k = 0; k < NI; ++k) in_[k] = {kNoArrival, nullptr, 0, 0, 0, 0, kNoChannel};
+    } else {
+      bytes_ = &prog.terms[ps.terms];
+      counts_ = &counts[ps.terms];
+      std::fill(counts_, counts_ + nterms(), 0.0);
+      in_ = room;
+    }
+    for (std::uint32_t k = 0; k < ps.ninputs; ++k) {
+      const std::uint32_t c = prog.inputs[ps.inputs + k];
+      in_[k] = {&arrival[channels[c].arrivals], &prog.msg_term[prog.channels[c].first], 0, 0, 0, 0, c};
     }
   }
 
-  // Brings the levels to an op event at time t.
-  void until(double t, double& last_t, double& peak_memory, double& peak_inflight, std::vector<ChannelRun>& chans) {
-    bool arrived = false;
-    for (std::uint32_t k = 0; k < ps_.ninputs; ++k)
-      for (Input& in = in_[k]; arrival_[in.arrivals + in.n] < t; arrived = true) arrive(in);
-    if (arrived || t > last_t) settle(peak_memory, peak_inflight, chans);
-    for (std::uint32_t k = 0; k < ps_.ninputs; ++k)
-      for (Input& in = in_[k]; arrival_[in.arrivals + in.n] == t;) arrive(in);
-    last_t = t;
+  // Brings the levels to an op event at time t: the arrivals before t settle (the peaks
+  // are taken), those at t join the event.
+  void until(double t) {
+    bool before = t > last_t_;  // time moved on, or something arrived before t
+    for (std::uint32_t k = 0; k < ninputs(); ++k) {
+      ReplayInput& in = in_[k];
+      const std::uint32_t n0 = in.n;
+      for (; in.arrival[in.n] < t; ++in.n) counts_[in.term[in.n]] += 1;
+      in.depth += static_cast<std::int32_t>(in.n - n0);
+      before |= in.n != n0;
+      in.at_t = in.n;
+      while (in.arrival[in.n] == t) ++in.n;
+    }
+    if (before) settle();
+    for (std::uint32_t k = 0; k < ninputs(); ++k) {
+      ReplayInput& in = in_[k];
+      for (std::uint32_t i = in.at_t; i < in.n; ++i) counts_[in.term[i]] += 1;
+      in.depth += static_cast<std::int32_t>(in.n - in.at_t);
+    }
+    last_t_ = t;
   }
 
   void start(const OpClass& c) {
@@ -122,32 +159,140 @@ class StageReplay {
     --inflight_;
   }
 
-  void settle(double& peak_memory, double& peak_inflight, std::vector<ChannelRun>& chans) const {
-    peak_memory = std::max(peak_memory, stage_memory(ps_.static_bytes, &prog_.terms[ps_.terms], counts_, ps_.nterms));
-    peak_inflight = std::max(peak_inflight, static_cast<double>(inflight_));
-    for (std::uint32_t k = 0; k < ps_.ninputs; ++k)
-      chans[in_[k].channel].peak_depth = std::max(chans[in_[k].channel].peak_depth, static_cast<double>(in_[k].depth));
+  void settle() {
+    peak_memory_ = std::max(peak_memory_, stage_memory(static_bytes_, &bytes_[0], &counts_[0], nterms()));
+    peak_inflight_ = std::max(peak_inflight_, inflight_);
+    for (std::uint32_t k = 0; k < ninputs(); ++k) in_[k].peak = std::max(in_[k].peak, in_[k].depth);
+  }
+
+  // The settle after the last op event.
+  void settle_last() { settle(); }
+
+  // The stage's peaks into its totals (and the time of its last level change), the
+  // depths' into its input channels'.
+  void finish(double& peak_memory, double& peak_inflight, double& last_t, std::vector<ChannelRun>& channels) const {
+    last_t = last_t_;
+    peak_memory = std::max(peak_memory, peak_memory_);
+    peak_inflight = std::max(peak_inflight, static_cast<double>(peak_inflight_));
+    for (std::uint32_t k = 0; k < ninputs(); ++k) {
+      if (in_[k].channel == kNoChannel) continue;
+      double& peak = channels[in_[k].channel].peak_depth;
+      peak = std::max(peak, static_cast<double>(in_[k].peak));
+    }
   }
 
  private:
-  void arrive(Input& in) {
-    counts_[prog_.msg_term[in.first + in.n]] += 1;
-    ++in.depth;
-    ++in.n;
+  // The room: fixed (the loops unroll) or the stage's own.
+  std::uint32_t ninputs() const {
+    if constexpr (NI > 0) return NI;
+    return ninputs_;
+  }
+  std::uint32_t nterms() const {
+    if constexpr (NT > 0) return NT;
+    return nterms_;
   }
 
-  const Program& prog_;
-  const ProgramStage& ps_;
-  double* counts_;
-  const std::vector<double>& arrival_;
-  Input* in_;
-  std::int32_t inflight_ = 0;
+  using Terms = std::conditional_t<(NI > 0), std::array<double, NT>, double*>;
+  using ConstTerms = std::conditional_t<(NI > 0), std::array<double, NT>, const double*>;
+  using Inputs = std::conditional_t<(NI > 0), std::array<ReplayInput, NI>, ReplayInput*>;
+
+  double static_bytes_;
+  double last_t_;  // time of the last level change
+  std::uint32_t ninputs_, nterms_;
+  ConstTerms bytes_;
+  Terms counts_;
+  Inputs in_;
+  std::int32_t inflight_ = 0, peak_inflight_ = 0;
+  double peak_memory_ = 0;
+};
+
+// The replay of a stage with one model stage whose inputs each feed one memory term, in
+// the order of the terms (every stage of a pipeline without virtual stages): the same
+// rules as StageReplay, with every count in a register. Up to two inputs; a missing one
+// never arrives and weighs 0 bytes (adding +0.0 changes no sum).
+class SimpleReplay {
+ public:
+  SimpleReplay(const Program& prog, const ProgramStage& ps, const std::vector<double>& arrival,
+               const std::vector<ChannelRun>& channels, double last_t)
+      : static_(ps.static_bytes), act_(prog.terms[ps.terms]), wgrad_(prog.terms[ps.terms + 1]), last_t_(last_t) {
+    for (std::uint32_t k = 0; k < 2; ++k) {
+      const bool has = k < ps.ninputs;
+      const std::uint32_t c = has ? prog.inputs[ps.inputs + k] : kNoChannel;
+      arrival_[k] = has ? &arrival[channels[c].arrivals] : kNoArrival;
+      bytes_[k] = has ? prog.terms[ps.terms + 2 + k] : 0.0;
+      channel_[k] = c;
+    }
+  }
+
+  // Whether stage `ps` has that shape.
+  static bool fits(const Program& prog, const ProgramStage& ps) {
+    if (ps.locals != 1 || ps.ninputs > 2 || ps.nterms != 2 + ps.ninputs) return false;
+    for (std::uint32_t k = 0; k < ps.ninputs; ++k)
+      if (prog.input_term[ps.inputs + k] != 2 + k) return false;
+    return true;
+  }
+
+  // Brings the levels to an op event at time t: the arrivals before t settle (the peaks
+  // are taken), those at t join the event.
+  void until(double t) {
+    const std::uint32_t n0 = n_[0], n1 = n_[1];
+    at_[0] = at_[1] = 0;
+    for (double a; (a = arrival_[0][n_[0]]) <= t; ++n_[0]) at_[0] += a == t;
+    for (double a; (a = arrival_[1][n_[1]]) <= t; ++n_[1]) at_[1] += a == t;
+    if (n_[0] - at_[0] != n0 || n_[1] - at_[1] != n1 || t > last_t_) settle();
+    last_t_ = t;
+  }
+
+  void start(const OpClass& c) {
+    if (c.in < kLocal) ++used_[c.input];
+    if (c.phase == Phase::Forward) ++full_;
+  }
+
+  void end(const OpClass& c) {
+    if (c.phase == Phase::Backward) --full_;
+    if (c.phase == Phase::BackwardInput) --full_, ++partial_;
+    if (c.phase == Phase::BackwardWeight) --partial_;
+  }
+
+  void settle() {
+    const double d0 = n_[0] - at_[0] - used_[0], d1 = n_[1] - at_[1] - used_[1];
+    const double counts[4] = {static_cast<double>(full_), static_cast<double>(partial_), d0, d1};
+    const double bytes[4] = {act_, wgrad_, bytes_[0], bytes_[1]};
+    peak_memory_ = std::max(peak_memory_, stage_memory(static_, bytes, counts, 4));
+    peak_inflight_ = std::max(peak_inflight_, full_ + partial_);
+    peak_[0] = std::max(peak_[0], d0);
+    peak_[1] = std::max(peak_[1], d1);
+  }
+
+  void settle_last() {
+    at_[0] = at_[1] = 0;
+    settle();
+  }
+
+  void finish(double& peak_memory, double& peak_inflight, double& last_t, std::vector<ChannelRun>& channels) const {
+    last_t = last_t_;
+    peak_memory = std::max(peak_memory, peak_memory_);
+    peak_inflight = std::max(peak_inflight, static_cast<double>(peak_inflight_));
+    for (std::uint32_t k = 0; k < 2; ++k)
+      if (channel_[k] != kNoChannel) channels[channel_[k]].peak_depth = std::max(channels[channel_[k]].peak_depth, peak_[k]);
+  }
+
+ private:
+  double static_, act_, wgrad_;
+  double bytes_[2];
+  const double* arrival_[2];
+  std::uint32_t channel_[2];
+  double last_t_;
+  std::uint32_t n_[2] = {0, 0}, at_[2] = {0, 0}, used_[2] = {0, 0};
+  std::int32_t full_ = 0, partial_ = 0, peak_inflight_ = 0;
+  double peak_memory_ = 0, peak_[2] = {0, 0};
 };
 
 class Dataflow {
  public:
   Dataflow(const Scenario& sc, const Program& prog)
-      : sc_(sc), prog_(prog), S_(static_cast<std::uint32_t>(sc.num_stages())), durations_(sc_, prog_) {
+      : sc_(sc), prog_(prog), S_(static_cast<std::uint32_t>(sc.num_stages())), dynamic_w_(prog.dynamic_w),
+        durations_(sc_, prog_) {
     stages_.resize(S_);
     for (std::uint32_t s = 0; s < S_; ++s) {
       StageRun& st = stages_[s];
@@ -159,7 +304,7 @@ class Dataflow {
       st.pending = static_cast<std::uint32_t>(pending_.size());
       pending_.resize(pending_.size() + (ps.w_end - ps.w_begin));
       st.executed = static_cast<std::uint32_t>(executed_.size());
-      if (prog_.dynamic_w) executed_.resize(executed_.size() + (ps.w_end - ps.begin));
+      if (dynamic_w_) executed_.resize(executed_.size() + (ps.w_end - ps.begin));
     }
     channels_.resize(prog_.channels.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
@@ -208,7 +353,7 @@ class Dataflow {
     std::size_t n = 0;
     for (const ProgramStage& ps : prog_.stages) {
       n += ps.end - ps.begin;
-      if (!prog_.dynamic_w) continue;
+      if (!dynamic_w_) continue;
       for (std::uint32_t i = ps.begin; i < ps.end; ++i) n += ps.cls(prog_.classes, prog_.ops[i]).phase == Phase::BackwardInput;
     }
     return n;
@@ -270,7 +415,7 @@ class Dataflow {
     end_[i] = end;
     st.busy_s += end - start;
     st.free = end;
-    if (prog_.dynamic_w) {
+    if (dynamic_w_) {
       executed_[st.executed_end++] = i;
       if (c.phase == Phase::BackwardInput)
         pending_[st.pending_tail++] = ps.w_begin + (c.act_term / 2u) * prog_.micro_batches + prog_.ops[i].micro_batch;
@@ -311,14 +456,14 @@ class Dataflow {
   bool advance_stage(std::uint32_t s) {
     StageRun& st = stages_[s];
     if (st.next == st.end) return true;  // finished (and its levels replayed) already
-    const ProgramStage& ps = prog_.stages[s];
+    const OpClass* classes = &prog_.classes[prog_.stages[s].classes];
     while (st.next < st.end) {
       const std::uint32_t i = st.next;
       const ProgramOp op = prog_.ops[i];
-      const OpClass& c = ps.cls(prog_.classes, op);
+      const OpClass& c = classes[op.cls];
       const std::optional<double> ready = ready_time(st, i, op, c);
       if (!ready) return true;
-      if (prog_.dynamic_w && !fill_w(s, *ready)) return false;
+      if (dynamic_w_ && !fill_w(s, *ready)) return false;
       if (!run_op(s, i, c, std::max(st.free, *ready))) return false;
       st.next = i + 1;
       if (c.in < kLocal && prog_.channels[c.in].capacity > 0) {
@@ -353,10 +498,9 @@ class Dataflow {
         start = std::max(start, consumed_at_[pc.first + ch.next - pc.capacity]);
       }
       const double t_lat = start + pc.latency_s;
-      const double bytes = prog_.msg_bytes[pc.first + ch.next];
       double end = t_lat;
-      if (!pc.unlimited && bytes != 0) {
-        end = ch.rate.finish(t_lat, bytes);
+      if (!pc.unlimited) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
+        end = ch.rate.finish(t_lat, prog_.msg_bytes[pc.first + ch.next]);
         if (end == kNever) return false;
       }
       arrival_[ch.arrivals + ch.next] = end;
@@ -368,11 +512,15 @@ class Dataflow {
     return true;
   }
 
+  // Replays stage s's level changes of one iteration (StageReplay).
   void replay_levels(std::uint32_t s);
+  template <class Replay>
+  void replay(std::uint32_t s, Replay r);
 
   const Scenario& sc_;
   const Program& prog_;
   std::uint32_t S_;
+  bool dynamic_w_;
   OpDurations durations_;
   double t0_ = 0;
   std::vector<StageRun> stages_;
@@ -384,29 +532,37 @@ class Dataflow {
   std::vector<std::uint32_t> pending_;    // dynamic W fill: pending W ops, per stage
   std::vector<std::uint32_t> executed_;   // dynamic W fill: ops in the order they ran, per stage
   std::vector<std::uint32_t> work_;       // stages whose input changed
-  std::vector<StageReplay::Input> inputs_;  // room for a stage's input channels (replay_levels)
+  std::vector<ReplayInput> inputs_;       // room for a stage's input channels (replay_levels)
 };
 
-void Dataflow::replay_levels(std::uint32_t s) {
+template <class Replay>
+void Dataflow::replay(std::uint32_t s, Replay r) {
   StageRun& st = stages_[s];
   const ProgramStage& ps = prog_.stages[s];
-  StageReplay r(prog_, s, counts_, arrival_, channels_, inputs_.data());
-  auto op_at = [&](std::uint32_t i) {
+  const std::uint32_t* order = dynamic_w_ ? &executed_[st.executed] : nullptr;
+  const std::uint32_t n = dynamic_w_ ? st.executed_end - st.executed : st.end - st.begin;
+  for (std::uint32_t e = 0; e < n; ++e) {
+    const std::uint32_t i = order ? order[e] : st.begin + e;  // the ops in the order they ran
     const OpClass& c = ps.cls(prog_.classes, prog_.ops[i]);
-    r.until(start_[i], st.last_t, st.peak_memory, st.peak_inflight, channels_);
+    r.until(start_[i]);
     r.start(c);
-    if (c.phase == Phase::Forward) return;
-    r.until(end_[i], st.last_t, st.peak_memory, st.peak_inflight, channels_);
+    if (c.phase == Phase::Forward) continue;
+    r.until(end_[i]);
     r.end(c);
-  };
-  if (prog_.dynamic_w) {
-    for (std::uint32_t e = st.executed; e < st.executed_end; ++e) op_at(executed_[e]);
-  } else {
-    for (std::uint32_t i = st.begin; i < st.end; ++i) op_at(i);
   }
   // Every message is consumed by an op, so nothing arrives after the last op event; the
   // final values (nothing in flight, empty buffers) are the floor of the peaks.
-  r.settle(st.peak_memory, st.peak_inflight, channels_);
+  r.settle_last();
+  r.finish(st.peak_memory, st.peak_inflight, st.last_t, channels_);
+}
+
+void Dataflow::replay_levels(std::uint32_t s) {
+  const ProgramStage& ps = prog_.stages[s];
+  const double last_t = stages_[s].last_t;
+  if (SimpleReplay::fits(prog_, ps)) return replay(s, SimpleReplay(prog_, ps, arrival_, channels_, last_t));
+  if (ps.ninputs <= 2 && ps.nterms <= 8)  // two model stages, as on a V
+    return replay(s, StageReplay<2, 8>(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));
+  replay(s, StageReplay<0, 0>(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));
 }
 
 }  // namespace

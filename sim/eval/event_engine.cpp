@@ -248,10 +248,9 @@ class Engine {
     ch.busy = true;
     ch.start = now;
     const double t_lat = now + pc.latency_s;
-    const double bytes = prog_.msg_bytes[pc.first + ch.next];
     double end = t_lat;
-    if (!pc.unlimited && bytes != 0) {
-      end = ch.rate.finish(t_lat, bytes);
+    if (!pc.unlimited) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
+      end = ch.rate.finish(t_lat, prog_.msg_bytes[pc.first + ch.next]);
       if (end == kNever) rate_never(c, now);
     }
     events_.push(end, static_cast<std::uint32_t>(S_) + c);

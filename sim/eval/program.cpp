@@ -1,6 +1,8 @@
 // Compiling a scenario into a Program: classes, channels, messages and ops.
 #include "program.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "../error.h"
@@ -194,6 +196,8 @@ void build_messages(const Scenario& sc, Layout& L, const std::vector<std::vector
       p.msg_bytes.push_back(p.terms[rx.terms + cls.slot_term]);
       p.msg_term.push_back(cls.slot_term);
     }
+    const auto* b = p.msg_bytes.data() + ch.first;
+    if (std::all_of(b, b + ch.count, [](double x) { return x == 0; })) ch.unlimited = true;  // latency only
   }
 }
 
@@ -222,6 +226,14 @@ Program build_program(const Scenario& sc) {
   p.ops.reserve(static_cast<std::size_t>(L.J) * L.M * (p.dynamic_w ? 3 : 2));
   for (int s = 0; s < L.S; ++s) build_ops(sc, L, s, consumers, p);
   build_messages(sc, L, consumers, p);
+  p.input_term.assign(p.inputs.size(), Program::kSeveralTerms);
+  for (const ProgramStage& ps : p.stages)
+    for (std::uint32_t k = ps.inputs; k < ps.inputs + ps.ninputs; ++k) {
+      const ProgramChannel& ch = p.channels[p.inputs[k]];
+      const auto* t = p.msg_term.data() + ch.first;
+      if (ch.count > 0 && std::all_of(t, t + ch.count, [&](std::uint16_t x) { return x == t[0]; }))
+        p.input_term[k] = t[0];
+    }
   return p;
 }
 
