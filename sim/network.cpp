@@ -23,6 +23,9 @@ Network Network::uniform(int stages, std::optional<double> rate, double latency_
 void Network::rewrite_channels(const std::function<void(ChannelSpec&)>& fn) {
   for (int s = 0; s + 1 < stages_; ++s) fn(channels_[index(s, s + 1)]);
   for (int s = 0; s + 1 < stages_; ++s) fn(channels_[index(s + 1, s)]);
+  for (int from = 0; from < stages_; ++from)
+    for (int to = 0; to < stages_; ++to)
+      if (to != from + 1 && from != to + 1 && from != to) fn(channels_[index(from, to)]);
 }
 
 namespace {
@@ -36,8 +39,8 @@ NetworkSpec::Channel parse_channel(const Field& c, std::size_t i, const std::fil
   const auto to = c.at("to").integer();
   if (from < 0) c.at("from").fail(fmt::format("stage {} does not exist (stages are numbered from 0)", from));
   if (to < 0) c.at("to").fail(fmt::format("stage {} does not exist (stages are numbered from 0)", to));
-  if (from - to != 1 && to - from != 1)
-    c.fail(fmt::format("channel {} -> {} joins non-adjacent stages; channels join s and s+1", from, to));
+  if (from == to) c.fail(fmt::format("channel {} -> {} joins a stage to itself; messages between the model stages "
+                                     "of one stage are local (docs/model.md §14)", from, to));
   ch.from = static_cast<int>(from);
   ch.to = static_cast<int>(to);
   if (c.has("rate")) ch.rate = std::make_shared<const RateTrace>(rates.parse(c.at("rate"), base_dir));

@@ -52,8 +52,9 @@ class Network {
   const RateTrace& speed(int stage) const { return *speed_[stage]; }
   void set_speed(int stage, RateTrace speed) { speed_[stage] = std::make_shared<const RateTrace>(std::move(speed)); }
 
-  // Applies fn to every channel a run can use: s -> s+1 for s = 0, 1, ..., then s+1 -> s
-  // (always in this order). The one place rates, latencies and capacities change after
+  // Applies fn to every channel: s -> s+1 for s = 0, 1, ..., then s+1 -> s, then the
+  // channels between stages that are not neighbours (which model stages on stages use),
+  // always in this order. The one place rates, latencies and capacities change after
   // loading.
   void rewrite_channels(const std::function<void(ChannelSpec&)>& fn);
 

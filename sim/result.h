@@ -80,6 +80,9 @@ struct SimResult {
   std::uint64_t compute_ops = 0;
   std::uint64_t transfers = 0;
   std::optional<Timeline> timeline;
+  // With SimOptions::record_order: the order each stage ran its ops in, per iteration
+  // (with dynamic W fill, where the W ops went).
+  std::vector<std::vector<std::vector<Op>>> executed;
 
   double mean_iteration_time_s() const;
   double throughput_samples_per_s() const;

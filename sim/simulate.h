@@ -33,7 +33,8 @@ Evaluator parse_evaluator(std::string_view name, std::string_view option = "--ev
 std::string evaluator_names();
 
 struct SimOptions {
-  bool timeline = false;  // record every op, transfer and counter change
+  bool timeline = false;      // record every op, transfer and counter change
+  bool record_order = false;  // record the order each stage ran its ops in (SimResult::executed)
   Evaluator evaluator = Evaluator::Auto;
 };
 

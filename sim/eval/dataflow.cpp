@@ -290,9 +290,9 @@ class SimpleReplay {
 
 class Dataflow {
  public:
-  Dataflow(const Scenario& sc, const Program& prog)
+  Dataflow(const Scenario& sc, const Program& prog, bool record_order)
       : sc_(sc), prog_(prog), S_(static_cast<std::uint32_t>(sc.num_stages())), dynamic_w_(prog.dynamic_w),
-        durations_(sc_, prog_) {
+        record_order_(record_order), durations_(sc_, prog_) {
     stages_.resize(S_);
     for (std::uint32_t s = 0; s < S_; ++s) {
       StageRun& st = stages_[s];
@@ -334,6 +334,7 @@ class Dataflow {
       double end = 0;
       if (!run_iteration(t, end)) return std::nullopt;
       r.iteration_times_s.push_back(end - t);
+      if (record_order_) r.executed.push_back(executed_orders());
       t = end;
     }
     r.compute_ops = static_cast<std::uint64_t>(ops_per_iteration()) * sc_.iterations;
@@ -348,6 +349,18 @@ class Dataflow {
   }
 
  private:
+  // The order each stage ran its ops in this iteration.
+  std::vector<std::vector<Op>> executed_orders() const {
+    std::vector<std::vector<Op>> out(S_);
+    for (std::uint32_t s = 0; s < S_; ++s) {
+      const StageRun& st = stages_[s];
+      const std::uint32_t n = dynamic_w_ ? st.executed_end - st.executed : st.end - st.begin;
+      for (std::uint32_t e = 0; e < n; ++e)
+        out[s].push_back(prog_.op_of(s, prog_.ops[dynamic_w_ ? executed_[st.executed + e] : st.begin + e]));
+    }
+    return out;
+  }
+
   // Listed ops plus, with dynamic W fill, the W ops (one per I).
   std::size_t ops_per_iteration() const {
     std::size_t n = 0;
@@ -521,6 +534,7 @@ class Dataflow {
   const Program& prog_;
   std::uint32_t S_;
   bool dynamic_w_;
+  bool record_order_;
   OpDurations durations_;
   double t0_ = 0;
   std::vector<StageRun> stages_;
@@ -567,8 +581,8 @@ void Dataflow::replay_levels(std::uint32_t s) {
 
 }  // namespace
 
-std::optional<SimResult> run_dataflow(const Scenario& scenario, const Program& program, const SimOptions&) {
-  Dataflow d(scenario, program);
+std::optional<SimResult> run_dataflow(const Scenario& scenario, const Program& program, const SimOptions& options) {
+  Dataflow d(scenario, program, options.record_order);
   return d.run();
 }
 

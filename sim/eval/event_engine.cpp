@@ -47,7 +47,8 @@ struct ChannelState {
 class Engine {
  public:
   Engine(const Scenario& sc, const Program& prog, const SimOptions& opt)
-      : sc_(sc), prog_(prog), S_(sc.num_stages()), record_(opt.timeline), durations_(sc_, prog_) {
+      : sc_(sc), prog_(prog), S_(sc.num_stages()), record_(opt.timeline), record_order_(opt.record_order),
+        durations_(sc_, prog_) {
     if (static_cast<std::uint64_t>(S_) + prog_.channels.size() >= EventList::kMaxTargets)
       throw InputError(fmt::format("the pipeline has {} stages and {} channels; the engine supports fewer than {} in all",
                                    S_, prog_.channels.size(), EventList::kMaxTargets));
@@ -78,6 +79,7 @@ class Engine {
     result_.iteration_times_s.reserve(sc_.iterations);
     for (int it = 0; it < sc_.iterations; ++it) {
       iteration_ = it;
+      if (record_order_) result_.executed.emplace_back(S_);
       const double end = run_iteration(t);
       result_.iteration_times_s.push_back(end - t);
       t = end;
@@ -216,6 +218,7 @@ class Engine {
     st.busy = false;
     st.busy_s += now - st.op_start;
     if (record_) timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, prog_.op_of(s, op), st.op_start, now});
+    if (record_order_) result_.executed.back()[s].push_back(prog_.op_of(s, op));
     if (st.running < st.end) {  // a listed op (W ops of dynamic fill lie after them)
       ++st.next;
       ++st.done;
@@ -387,6 +390,7 @@ class Engine {
   const Program& prog_;
   int S_;
   bool record_;
+  bool record_order_;
   int iteration_ = 0;
   std::vector<StageState> stages_;
   std::vector<ChannelState> channels_;

@@ -268,7 +268,7 @@ TEST_F(Cli, BadNetworkFiles) {
   bad(R"({"default": {"points": [[1, 1.0]]}})", {"default.points[0]", "start at 0"});
   bad(R"({"default": {"points": [[0, 1.0], [5, 2], [5, 1]]}})", {"default.points[2]", "increasing"});
   bad(R"({"default": {"speed": 3}})", {"default", "unknown rate form"});
-  bad(R"({"channels": [{"from": 0, "to": 2, "rate": {"constant": 1}}]})", {"channels[0]", "non-adjacent"});
+  bad(R"({"channels": [{"from": 2, "to": 2, "rate": {"constant": 1}}]})", {"channels[0]", "joins a stage to itself"});
   bad(R"({"channels": [{"from": 3, "to": 4, "rate": {"constant": 1}}]})", {"channels[0].to", "does not exist"});
   bad(R"({"channels": [{"from": 0, "to": 1}, {"from": 0, "to": 1}]})", {"channels[1]", "twice"});
   bad(R"({"stages": [{"stage": 7, "speed": {"constant": 1}}]})", {"stages[0].stage", "does not exist"});

@@ -36,10 +36,13 @@ struct Command {
 };
 
 // clang-format off
-constexpr std::array<Command, 8> kCommands{{
+constexpr std::array<Command, 9> kCommands{{
   {"simulate", "run one schedule on a pipeline and network whose links follow rate\n"
                "traces; print a summary, write summary JSON and a Perfetto timeline",
    cli::cmd_simulate},
+  {"schedule", "print the stage orders of a schedule (a step grid, PyTorch's schedule\n"
+               "CSV or JSON) without simulating",
+   cli::cmd_schedule},
   {"trace", "synthesize, import, summarize and cut bandwidth / speed traces\n"
             "(synth, import, stats, slice)",
    cli::cmd_trace},

@@ -5,6 +5,7 @@
 namespace adagrouper::cli {
 
 int cmd_simulate(int argc, char** argv);
+int cmd_schedule(int argc, char** argv);
 int cmd_trace(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_model(int argc, char** argv);

@@ -11,6 +11,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "schedule_options.h"
 #include "sim.h"
 #include "traces.h"
 
@@ -32,16 +33,25 @@ Inputs (docs/formats.md):
                  static_bytes, optimizer_s and a profile of measured micro-batch sizes
                  (forward_s, backward_s, activation_bytes, output_bytes,
                  grad_output_bytes); sizes in between are interpolated linearly.
+                 With split backward: backward_input_s, backward_weight_s (default:
+                 half of backward_s each) and weight_grad_bytes (default:
+                 activation_bytes). With v model stages per stage, the pipeline's
+                 stages are model stages: stage s runs v of them (docs/model.md §14).
   network file   JSON: latency_s, a default rate, per-channel rate / latency_s /
-                 capacity (from, to = adjacent stages), per-stage speed. A rate (bytes/s)
+                 capacity (from, to: any two stages), per-stage speed. A rate (bytes/s)
                  is {"constant": R}, {"points": [[t, R], ...], "repeat_s": P}, a trace
                  file {"file": PATH} (CSV, JSON, iperf3 --json, SimGrid profile, transfer
                  samples), or a pattern or transform {"pattern": NAME, ...} (adagrouper
                  trace --help lists them).
   schedule file  JSON: {"stages": [["F0", "F1", "B0", ...], ...]}, one complete op
-                 order per stage.
+                 order per stage; or PyTorch's compute-only schedule CSV (one row per
+                 stage, actions such as 2F0, 2I0, 2W0; placement read from it), as
+                 adagrouper schedule --format torch-csv and --export-schedule write.
 
-Schedules (--schedule NAME; docs/model.md, section 2):
+Schedules (--schedule NAME; docs/model.md, sections 2 and 14), each with
+--split-backward (B becomes I then W) where it lists whole backwards, and
+--w-fill dynamic (W ops fill idle time) where it has W ops; kfkb --split-backward
+--w-fill dynamic is Ada-Grouper's grouping with zero-bubble W fill:
 )";
 
 constexpr const char* kEvaluatorsIntro = R"(
@@ -71,9 +81,12 @@ std::string simulate_help() {
   for (const ScheduleFamily& f : schedule_families()) name_width = std::max(name_width, f.name.size());
   std::string help = fmt::format(
       "Usage: adagrouper simulate --pipeline P --network N --schedule NAME [--k K]\n"
+      "                           [--virtual-stages v] [--split-backward]\n"
+      "                           [--w-fill static|dynamic] [--max-pending-w P]\n"
       "                           --micro-batch-size b [--iterations n] [--start-time T]\n"
       "                           [--stage-trace FILE] [--evaluator {}]\n"
-      "                           [--json] [--output FILE] [--timeline FILE]\n",
+      "                           [--json] [--output FILE] [--timeline FILE]\n"
+      "                           [--export-schedule FILE]\n",
       join_names(evaluator_choices(), "|"));
   help += kSimulateIntro;
   help += help_table(schedule_families(), name_width);
@@ -90,11 +103,8 @@ void add_simulate_options(po::options_description& o) {
     ("help,h", "show this help")
     ("pipeline", po::value<std::string>()->value_name("FILE"), "pipeline file (required)")
     ("network", po::value<std::string>()->value_name("FILE"), "network file (required)")
-    ("schedule", po::value<std::string>()->value_name("NAME"),
-       "a schedule above; custom with --schedule-file")
-    ("k", po::value<int>()->value_name("K"), "group size of the schedules that take one, 1 <= K <= M")
     ("schedule-file", po::value<std::string>()->value_name("FILE"),
-       "custom per-stage op order (implies --schedule custom); checked for deadlocks")
+       "custom per-stage op order, JSON or PyTorch CSV (implies --schedule custom); checked for deadlocks")
     ("micro-batch-size,b", po::value<int>()->value_name("b"),
        "micro-batch size b (required); must divide the global batch and lie in every profile")
     ("iterations,n", po::value<int>()->default_value(1)->value_name("n"), "iterations to run back to back")
@@ -103,30 +113,37 @@ void add_simulate_options(po::options_description& o) {
     ("json", po::bool_switch(), "print the summary JSON on stdout instead of the human summary")
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the summary JSON to FILE")
     ("stage-trace", po::value<std::string>()->value_name("FILE"),
-       "replay measured op durations: CSV iteration,stage,micro_batch,phase,duration_s (phase F or B); "
-       "listed ops take the recorded duration (still stretched by the stage's speed), others the profile's")
+       "replay measured op durations: CSV iteration,stage,micro_batch,phase,duration_s (stage: the model "
+       "stage; phase F, B, I or W); listed ops take the recorded duration (still stretched by the stage's "
+       "speed), others the profile's")
+    ("export-schedule", po::value<std::string>()->value_name("FILE"),
+       "write the order each stage ran (with dynamic W fill, where the W ops went) as PyTorch's "
+       "compute-only schedule CSV, for PyTorch's _PipelineScheduleRuntime")
     ("timeline", po::value<std::string>()->value_name("FILE"),
        "write a Chrome trace / Perfetto JSON timeline to FILE (open it in ui.perfetto.dev)")
     ("evaluator", po::value<std::string>()->default_value("auto")->value_name("NAME"),
        "an evaluator above; the numbers are the same");
   // clang-format on
+  add_schedule_options(o);
 }
 
-// The schedule --schedule (with --k) names, or the custom order --schedule-file gives
-// (then `source` is that file).
-Schedule schedule_option(const po::variables_map& vm, int stages, int M, std::string& source) {
-  std::optional<int> k;
-  if (vm.count("k")) k = vm["k"].as<int>();
+// The schedule the options name, or the custom order --schedule-file gives (then
+// `source` is that file), for the pipeline's model stages and M micro-batches.
+Schedule schedule_option(const po::variables_map& vm, const Pipeline& pipeline, int M, std::string& source) {
   if (vm.count("schedule-file")) {
     source = vm["schedule-file"].as<std::string>();
     if (vm.count("schedule") && vm["schedule"].as<std::string>() != "custom")
       throw InputError("--schedule: give either a named schedule or --schedule-file, not both");
-    if (k) throw InputError("--k: a custom order (--schedule-file) takes no group size");
-    return load_schedule_file(source, stages, M);
+    for (const char* name : {"k", "virtual-stages", "max-pending-w"})
+      if (vm.count(name)) throw InputError(fmt::format("--{}: a schedule file (--schedule-file) says it itself", name));
+    if (vm["split-backward"].as<bool>()) throw InputError("--split-backward: a schedule file lists its own ops");
+    if (vm["w-fill"].as<std::string>() != "static") throw InputError("--w-fill: a schedule file lists its own W ops");
+    return load_schedule_file(source, pipeline.num_stages(), M);
   }
-  const std::string name = required(vm, "schedule", "simulate");
-  if (name == "custom") throw InputError("--schedule: custom needs --schedule-file FILE");
-  return make_named(name, stages, M, k);
+  if (vm.count("schedule") && vm["schedule"].as<std::string>() == "custom")
+    throw InputError("--schedule: custom needs --schedule-file FILE");
+  const ScheduleSpec spec = schedule_spec_option(vm, "simulate");
+  return make_schedule(spec, stages_for(pipeline.num_stages(), spec.virtual_stages, pipeline.source), M);
 }
 
 // A custom order that deadlocks is bad input: names the dependency cycle and where the
@@ -146,11 +163,13 @@ void check_custom_order(const Scenario& scenario, const std::string& source) {
 }
 
 // The run the options describe; `schedule_source` is the --schedule-file if one is given.
-Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, Network network, int b, int iterations,
-                         std::string& schedule_source) {
+// The network is bound to the schedule's stages.
+Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, const NetworkSpec& network, int b,
+                         int iterations, std::string& schedule_source) {
   const int M = pipeline.global_batch_size / b;
-  Schedule schedule = schedule_option(vm, pipeline.num_stages(), M, schedule_source);
-  Scenario scenario = make_scenario(pipeline, std::move(network), std::move(schedule), b, iterations);
+  Schedule schedule = schedule_option(vm, pipeline, M, schedule_source);
+  Network bound = network.bind(schedule.num_stages());
+  Scenario scenario = make_scenario(pipeline, std::move(bound), std::move(schedule), b, iterations);
   scenario.start_time_s = vm["start-time"].as<double>();
   if (vm.count("stage-trace")) {
     const std::string path = vm["stage-trace"].as<std::string>();
@@ -162,8 +181,24 @@ Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, 
   return scenario;
 }
 
+// The order the run executed, as PyTorch's CSV: iteration 0's (said on stderr when later
+// iterations ran another, which dynamic W fill can do).
+std::string executed_csv(const Scenario& scenario, const SimResult& result) {
+  Schedule ran = scenario.schedule;
+  ran.stages = result.executed.front();
+  for (std::size_t it = 1; it < result.executed.size(); ++it)
+    if (result.executed[it] != ran.stages) {
+      std::cerr << fmt::format("adagrouper simulate: --export-schedule: iteration {} ran another order than "
+                               "iteration 0; the file holds iteration 0's\n",
+                               it);
+      break;
+    }
+  return torch_csv(ran);
+}
+
 SimOptions sim_options(const po::variables_map& vm) {
   SimOptions options{.timeline = vm.count("timeline") > 0,
+                     .record_order = vm.count("export-schedule") > 0,
                      .evaluator = parse_evaluator(vm["evaluator"].as<std::string>())};
   if (options.evaluator == Evaluator::Dataflow && options.timeline)
     throw InputError("--evaluator: dataflow records no timeline; drop --timeline or use auto or events");
@@ -185,15 +220,17 @@ int cmd_simulate(int argc, char** argv) {
   if (iterations < 1) throw InputError(fmt::format("--iterations: must be >= 1, got {}", iterations));
 
   const Pipeline pipeline = load_pipeline(pipeline_path);
-  Network network = load_network(network_path, pipeline.num_stages(), traces::TraceRates());
+  const NetworkSpec network = load_network_spec(network_path, traces::TraceRates());
   pipeline.at(b);  // validates b before M is used
   std::string schedule_source;
-  const Scenario scenario = scenario_option(vm, pipeline, std::move(network), b, iterations, schedule_source);
+  const Scenario scenario = scenario_option(vm, pipeline, network, b, iterations, schedule_source);
 
   const SimResult result = simulate(scenario, sim_options(vm));
   const auto summary = summary_json(result);
   if (vm.count("output")) write_file_atomic(vm["output"].as<std::string>(), summary.dump(2) + "\n");
   if (vm.count("timeline")) write_file_atomic(vm["timeline"].as<std::string>(), timeline_json(result));
+  if (vm.count("export-schedule"))
+    write_file_atomic(vm["export-schedule"].as<std::string>(), executed_csv(scenario, result));
   if (vm["json"].as<bool>()) {
     std::cout << summary.dump(2) << '\n';
   } else {
