@@ -68,6 +68,11 @@ inline sim::Pipeline pipeline_from(const std::vector<sim::StageParams>& st, int 
     pt.activation_bytes = s.act;
     pt.output_bytes = s.out;
     pt.grad_output_bytes = s.gout;
+    if (s.bwd_input > 0 || s.bwd_weight > 0) {  // a split backward given explicitly
+      pt.backward_input_s = s.bwd_input;
+      pt.backward_weight_s = s.bwd_weight;
+      pt.weight_grad_bytes = s.wgrad;
+    }
     spec.profile.push_back(pt);
     p.stages.push_back(spec);
   }
@@ -75,6 +80,38 @@ inline sim::Pipeline pipeline_from(const std::vector<sim::StageParams>& st, int 
 }
 
 
+
+// A trace of random (non-dyadic) values, sometimes zero for a while, sometimes repeating.
+inline sim::RateTrace rough_trace(Rng& rng, double scale) {
+  if (rng.chance(0.25)) return sim::RateTrace::constant(scale * (0.1 + rng.uniform()));
+  const int n = rng.range(2, 40);
+  std::vector<double> times{0.0}, values;
+  for (int i = 1; i < n; ++i) times.push_back(times.back() + 0.01 + rng.uniform() * 0.7);
+  for (int i = 0; i < n; ++i) values.push_back(rng.chance(0.15) ? 0.0 : scale * (0.05 + rng.uniform()));
+  double repeat = rng.chance(0.5) ? times.back() + 0.01 + rng.uniform() : 0.0;
+  if (values.back() == 0) values.back() = scale * 0.3;  // never zero forever
+  return sim::RateTrace::piecewise(times, values, repeat);
+}
+
+// Two results of the same scenario, field by field and exactly (not within a tolerance).
+inline void expect_same(const sim::SimResult& a, const sim::SimResult& b) {
+  EXPECT_EQ(a.iteration_times_s, b.iteration_times_s);  // exact, not within a tolerance
+  EXPECT_EQ(a.total_time_s, b.total_time_s);
+  ASSERT_EQ(a.stages.size(), b.stages.size());
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    EXPECT_EQ(a.stages[s].busy_s, b.stages[s].busy_s) << "stage " << s;
+    EXPECT_EQ(a.stages[s].peak_memory_bytes, b.stages[s].peak_memory_bytes) << "stage " << s;
+    EXPECT_EQ(a.stages[s].peak_inflight, b.stages[s].peak_inflight) << "stage " << s;
+  }
+  ASSERT_EQ(a.channels.size(), b.channels.size());
+  for (std::size_t c = 0; c < a.channels.size(); ++c) {
+    EXPECT_EQ(a.channels[c].busy_s, b.channels[c].busy_s) << "channel " << c;
+    EXPECT_EQ(a.channels[c].peak_queue_depth, b.channels[c].peak_queue_depth) << "channel " << c;
+  }
+  EXPECT_EQ(a.compute_ops, b.compute_ops);
+  EXPECT_EQ(a.transfers, b.transfers);
+  EXPECT_EQ(sim::summary_json(a).dump(), sim::summary_json(b).dump());
+}
 
 // Ops of one stage as a string "F0 F1 B0 ...", for readable comparisons.
 inline std::string order_string(const std::vector<sim::Op>& ops) {

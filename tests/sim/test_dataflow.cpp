@@ -16,18 +16,6 @@ using sim::Evaluator;
 using sim::Phase;
 using sim::RateTrace;
 
-// A trace of random (non-dyadic) values, sometimes zero for a while, sometimes repeating.
-RateTrace rough_trace(Rng& rng, double scale) {
-  if (rng.chance(0.25)) return RateTrace::constant(scale * (0.1 + rng.uniform()));
-  const int n = rng.range(2, 40);
-  std::vector<double> times{0.0}, values;
-  for (int i = 1; i < n; ++i) times.push_back(times.back() + 0.01 + rng.uniform() * 0.7);
-  for (int i = 0; i < n; ++i) values.push_back(rng.chance(0.15) ? 0.0 : scale * (0.05 + rng.uniform()));
-  double repeat = rng.chance(0.5) ? times.back() + 0.01 + rng.uniform() : 0.0;
-  if (values.back() == 0) values.back() = scale * 0.3;  // never zero forever
-  return RateTrace::piecewise(times, values, repeat);
-}
-
 sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
   Rng rng(seed);
   const int S = rng.range(1, 8);
@@ -73,25 +61,6 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
     desc += " (stage timing trace)";
   }
   return sc;
-}
-
-void expect_same(const sim::SimResult& a, const sim::SimResult& b) {
-  EXPECT_EQ(a.iteration_times_s, b.iteration_times_s);  // exact, not within a tolerance
-  EXPECT_EQ(a.total_time_s, b.total_time_s);
-  ASSERT_EQ(a.stages.size(), b.stages.size());
-  for (std::size_t s = 0; s < a.stages.size(); ++s) {
-    EXPECT_EQ(a.stages[s].busy_s, b.stages[s].busy_s) << "stage " << s;
-    EXPECT_EQ(a.stages[s].peak_memory_bytes, b.stages[s].peak_memory_bytes) << "stage " << s;
-    EXPECT_EQ(a.stages[s].peak_inflight, b.stages[s].peak_inflight) << "stage " << s;
-  }
-  ASSERT_EQ(a.channels.size(), b.channels.size());
-  for (std::size_t c = 0; c < a.channels.size(); ++c) {
-    EXPECT_EQ(a.channels[c].busy_s, b.channels[c].busy_s) << "channel " << c;
-    EXPECT_EQ(a.channels[c].peak_queue_depth, b.channels[c].peak_queue_depth) << "channel " << c;
-  }
-  EXPECT_EQ(a.compute_ops, b.compute_ops);
-  EXPECT_EQ(a.transfers, b.transfers);
-  EXPECT_EQ(sim::summary_json(a).dump(), sim::summary_json(b).dump());
 }
 
 TEST(Dataflow, SameNumbersAsTheEventEngine) {

@@ -3,12 +3,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
 #include "helpers.h"
 
 namespace simtest {
 namespace {
 
 using sim::Evaluator;
+using sim::Phase;
 using sim::ScheduleSpec;
 using sim::WFill;
 
@@ -64,6 +70,168 @@ TEST(VirtualStages, WorkedExamplesExactly) {
         for (int d = 0; d < 4; ++d) EXPECT_EQ(r.stages[d].peak_inflight, row.inflight[d]) << "stage " << d;
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace simtest
+
+namespace simtest {
+namespace {
+
+// The families and what each takes, for random cases.
+struct FamilyCase {
+  const char* name;
+  int min_v, max_v;
+  bool whole;  // lists B ops (--split-backward applies)
+  bool has_w;  // lists W ops of its own
+};
+constexpr FamilyCase kFamilyCases[] = {
+    {"kfkb", 1, 1, true, false},          {"1f1b", 1, 1, true, false},
+    {"gpipe", 1, 1, true, false},         {"dapple-b", 1, 1, true, false},
+    {"interleaved-1f1b", 1, 3, true, false}, {"looped-bfs", 1, 3, true, false},
+    {"interleaved-zb", 1, 3, false, true},  {"zbv", 2, 2, false, true},
+    {"dualpipev", 2, 2, true, true},
+};
+
+// A random spec for D stages and M micro-batches (nullopt when the family refuses them).
+std::optional<sim::Schedule> random_schedule(Rng& rng, int D, int M, std::string& desc) {
+  const FamilyCase& f = kFamilyCases[rng.below(std::size(kFamilyCases))];
+  ScheduleSpec spec = ScheduleSpec::named(f.name, std::string(f.name) == "kfkb" ? std::optional(rng.range(1, M))
+                                                                                  : std::nullopt);
+  spec.virtual_stages = rng.range(f.min_v, f.max_v);
+  spec.split_backward = f.whole && rng.chance(0.5);
+  if ((spec.split_backward || f.has_w) && rng.chance(0.5)) {
+    spec.w_fill = WFill::Dynamic;
+    if (rng.chance(0.5)) spec.max_pending_w = rng.range(0, 3);
+  }
+  desc += " " + spec.label();
+  try {
+    return sim::make_schedule(spec, D, M);
+  } catch (const adagrouper::InputError&) {
+    return std::nullopt;
+  }
+}
+
+// Random model stages (durations not exactly representable, I + W not equal to B), a
+// network with rough rates on every channel, latencies, capacities and speeds.
+sim::Scenario random_case(Rng& rng, const sim::Schedule& sch, int M, int iterations) {
+  const int J = sch.num_model_stages(), D = sch.num_stages();
+  std::vector<sim::StageParams> st(J);
+  for (auto& p : st) {
+    p.fwd = 0.1 + rng.uniform();
+    p.bwd = 0.1 + 2 * rng.uniform();
+    p.bwd_input = 0.05 + rng.uniform();
+    p.bwd_weight = 0.05 + rng.uniform();
+    p.act = 1e8 * rng.uniform();
+    p.wgrad = p.act * rng.uniform();
+    p.out = rng.chance(0.1) ? 0.0 : 1e3 * rng.uniform();
+    p.gout = rng.chance(0.1) ? 0.0 : 1e3 * rng.uniform();
+    p.static_bytes = 1e9 * rng.uniform();
+    p.opt = rng.chance(0.5) ? 0.0 : 0.1 * rng.uniform();
+  }
+  sim::Network net = sim::Network::uniform(D, std::nullopt);
+  net.rewrite_channels([&](sim::ChannelSpec& ch) {
+    ch.latency_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.05;
+    if (!rng.chance(0.1)) ch.set_rate(rough_trace(rng, 3e3));
+    ch.capacity = rng.chance(0.6) ? 0 : rng.range(1, 4);
+  });
+  for (int s = 0; s < D; ++s) net.set_speed(s, rng.chance(0.5) ? sim::RateTrace::constant(1.0) : rough_trace(rng, 1.5));
+  auto sc = sim::make_scenario(pipeline_from(st, M), std::move(net), sch, 1, iterations);
+  sc.start_time_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 10;
+  return sc;
+}
+
+// What the timeline of a run must show: every op of every (model stage, micro-batch) once
+// per iteration on its stage, its backward after its forward and W after I, and memory
+// never below the stage's static bytes.
+void expect_well_formed(const sim::Scenario& sc, const sim::SimResult& r) {
+  const int J = sc.num_model_stages(), M = sc.micro_batches();
+  std::map<std::tuple<int, int, int, int>, std::pair<double, double>> seen;  // (it, j, m, phase) -> times
+  for (const auto& o : r.timeline->ops) {
+    EXPECT_EQ(sc.schedule.stage_of(o.op.model_stage), o.stage);
+    const auto key = std::tuple(o.iteration, o.op.model_stage, o.op.micro_batch, static_cast<int>(o.op.phase));
+    EXPECT_TRUE(seen.emplace(key, std::pair(o.start, o.end)).second) << "ran twice: " << sim::action_name(o.op);
+  }
+  for (int it = 0; it < sc.iterations; ++it)
+    for (int j = 0; j < J; ++j)
+      for (int m = 0; m < M; ++m) {
+        auto at = [&](Phase ph) { return seen.find(std::tuple(it, j, m, static_cast<int>(ph))); };
+        ASSERT_NE(at(Phase::Forward), seen.end()) << "F missing: " << j << " " << m;
+        const auto b = at(Phase::Backward), i = at(Phase::BackwardInput), w = at(Phase::BackwardWeight);
+        ASSERT_TRUE((b != seen.end()) != (i != seen.end() && w != seen.end())) << j << " " << m;
+        const auto first_back = b != seen.end() ? b : i;
+        EXPECT_GE(first_back->second.first, at(Phase::Forward)->second.second);
+        if (w != seen.end()) EXPECT_GE(w->second.first, i->second.second);
+      }
+  for (const auto& c : r.timeline->counters)
+    if (c.kind == sim::Counter::Memory) EXPECT_GE(c.value, 0.0);
+}
+
+TEST(VirtualStages, RandomScenariosBothEvaluatorsAgree) {
+  int ran = 0, dynamic = 0, v2 = 0;
+  for (std::uint64_t seed = 1; seed <= 300; ++seed) {
+    Rng rng(seed);
+    const int D = rng.range(1, 5), M = rng.range(1, 12), iterations = rng.range(1, 3);
+    std::string desc = fmt::format("seed {}: D={} M={}", seed, D, M);
+    const auto sch = random_schedule(rng, D, M, desc);
+    if (!sch) continue;
+    SCOPED_TRACE(desc);
+    const auto sc = random_case(rng, *sch, M, iterations);
+    const auto events = sim::simulate(sc, {.timeline = true, .record_order = true, .evaluator = Evaluator::Events});
+    const auto dataflow = sim::simulate(sc, {.record_order = true, .evaluator = Evaluator::Dataflow});
+    expect_same(events, dataflow);
+    EXPECT_EQ(events.executed, dataflow.executed);
+    expect_well_formed(sc, events);
+    expect_same(dataflow, sim::simulate(sc, {.evaluator = Evaluator::Dataflow}));  // reruns are identical
+    if (testing::Test::HasFailure()) return;
+    ++ran;
+    dynamic += sc.schedule.spec.w_fill == WFill::Dynamic;
+    v2 += sc.num_model_stages() == 2 * sc.num_stages();
+  }
+  EXPECT_GE(ran, 150);
+  EXPECT_GE(dynamic, 30);
+  EXPECT_GE(v2, 30);
+}
+
+// Dynamic W fill with P = 0 runs every W right after its I: the static split order.
+TEST(VirtualStages, DynamicFillWithNoPendingIsTheStaticSplit) {
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    Rng rng(seed);
+    const int D = rng.range(1, 4), M = D * rng.range(1, 3);  // interleaved-1f1b runs rounds of D
+    for (const char* family : {"1f1b", "kfkb", "interleaved-1f1b"}) {
+      ScheduleSpec spec = ScheduleSpec::named(family, std::string(family) == "kfkb" ? std::optional(2) : std::nullopt);
+      if (spec.k && *spec.k > M) continue;
+      spec.split_backward = true;
+      const auto sc = random_case(rng, sim::make_schedule(spec, D, M), M, 2);
+      spec.w_fill = WFill::Dynamic;
+      spec.max_pending_w = 0;
+      auto filled = sc;
+      filled.schedule = sim::make_schedule(spec, D, M);
+      SCOPED_TRACE(fmt::format("seed {} {}", seed, family));
+      const auto a = sim::simulate(sc), b = sim::simulate(filled, {.record_order = true});
+      EXPECT_EQ(a.iteration_times_s, b.iteration_times_s);
+      EXPECT_EQ(a.stages[0].peak_memory_bytes, b.stages[0].peak_memory_bytes);
+      EXPECT_EQ(b.executed[0], sc.schedule.stages);
+    }
+  }
+}
+
+// PyTorch's CSV of a named schedule reads back as the same schedule and the same run.
+TEST(VirtualStages, ImportedCsvRunsLikeTheNamedSchedule) {
+  for (const ScheduleSpec& s : {spec("zbv", {}, 2, false, WFill::Static), spec("dualpipev", {}, 2, false, WFill::Static),
+                                spec("interleaved-1f1b", {}, 2, false, WFill::Static),
+                                spec("kfkb", 2, 1, true, WFill::Static)}) {
+    SCOPED_TRACE(s.label());
+    const auto named = worked(s, 0.5);
+    auto imported = named;
+    imported.schedule = sim::parse_torch_csv(sim::torch_csv(named.schedule), "x.csv", named.num_model_stages(), 8);
+    EXPECT_EQ(imported.schedule.stages, named.schedule.stages);
+    EXPECT_EQ(imported.schedule.placement, named.schedule.placement);
+    EXPECT_EQ(imported.schedule.spec.family, "custom");
+    imported.schedule.spec = named.schedule.spec;  // only the name differs
+    imported.schedule.k = named.schedule.k;
+    expect_same(sim::simulate(named), sim::simulate(imported));
   }
 }
 
