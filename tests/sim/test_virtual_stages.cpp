@@ -162,10 +162,14 @@ void expect_well_formed(const sim::Scenario& sc, const sim::SimResult& r) {
         ASSERT_TRUE((b != seen.end()) != (i != seen.end() && w != seen.end())) << j << " " << m;
         const auto first_back = b != seen.end() ? b : i;
         EXPECT_GE(first_back->second.first, at(Phase::Forward)->second.second);
-        if (w != seen.end()) EXPECT_GE(w->second.first, i->second.second);
+        if (w != seen.end()) {
+          EXPECT_GE(w->second.first, i->second.second);
+        }
       }
   for (const auto& c : r.timeline->counters)
-    if (c.kind == sim::Counter::Memory) EXPECT_GE(c.value, 0.0);
+    if (c.kind == sim::Counter::Memory) {
+      EXPECT_GE(c.value, 0.0);
+    }
 }
 
 TEST(VirtualStages, RandomScenariosBothEvaluatorsAgree) {
