@@ -1,10 +1,12 @@
 // Simulator throughput benchmark (docs/performance.md).
 //
-// The scenario of docs/performance.md: S = 64 stages, M = 1024 micro-batches, kFkB
+// The scenario of docs/performance.md: 64 model stages, M = 1024 micro-batches, kFkB
 // with k = 4, every channel with its own 10,000-point bandwidth trace. Reports
 // simulated ops per second (compute ops + transfers), wall time and peak RSS. Run it
 // once with 20 and once with 200 iterations (separate processes, since peak RSS is
-// per process) to see that memory does not grow with iterations.
+// per process) to see that memory does not grow with iterations. Any schedule runs on
+// the same model stages (64 / v stages with v model stages each), so that every
+// schedule family is measured at the same op count.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -18,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "../cli/cli_util.h"
+#include "../cli/schedule_options.h"
 #include "sim.h"
 
 using namespace adagrouper::sim;
@@ -51,9 +54,8 @@ int main(int argc, char** argv) {
   // clang-format off
   opts.add_options()
     ("help,h", "show this help")
-    ("stages", po::value<int>()->default_value(64), "S")
+    ("model-stages", po::value<int>()->default_value(64), "J: model stages (the pipeline runs J / v stages)")
     ("micro-batches", po::value<int>()->default_value(1024), "M")
-    ("k", po::value<int>()->default_value(4), "kfkb group size")
     ("iterations", po::value<int>()->default_value(20), "iterations")
     ("trace-points", po::value<int>()->default_value(10000), "points per channel trace")
     ("repeat", po::value<int>()->default_value(3), "runs; the best is reported")
@@ -61,18 +63,25 @@ int main(int argc, char** argv) {
     ("evaluator", po::value<std::string>()->default_value("dataflow"),
      (evaluator_names() + " (simulate --help says what each is)").c_str());
   // clang-format on
+  adagrouper::cli::add_schedule_options(opts);
   po::variables_map vm;
   if (const int rc = adagrouper::cli::parse_main_options(argc, argv, opts, "sim_bench", vm); rc >= 0) return rc;
-  const int S = vm["stages"].as<int>(), M = vm["micro-batches"].as<int>(), k = vm["k"].as<int>();
+  const int J = vm["model-stages"].as<int>(), M = vm["micro-batches"].as<int>();
   const int iterations = vm["iterations"].as<int>(), points = vm["trace-points"].as<int>();
   const std::string evaluator = vm["evaluator"].as<std::string>();
   SimOptions options;
+  Schedule schedule;
   try {
     options.evaluator = parse_evaluator(evaluator);
+    ScheduleSpec spec = vm.count("schedule") ? adagrouper::cli::schedule_spec_option(vm, "sim_bench")
+                                             : ScheduleSpec::named("kfkb", 4);
+    if (!vm.count("schedule") && vm.count("k")) spec.k = vm["k"].as<int>();
+    schedule = make_schedule(spec, adagrouper::cli::stages_for(J, spec.virtual_stages, "the benchmark"), M);
   } catch (const adagrouper::InputError& e) {
     std::fprintf(stderr, "sim_bench: %s\n", e.what());
     return 2;
   }
+  const int S = schedule.num_stages();
 
   std::mt19937_64 rng(vm["seed"].as<std::uint64_t>());
   Scenario sc;
@@ -80,19 +89,25 @@ int main(int argc, char** argv) {
   sc.micro_batch_size = 1;
   sc.global_batch_size = M;
   sc.iterations = iterations;
-  sc.model_stages.resize(S);
-  for (int s = 0; s < S; ++s) {
-    StageParams& p = sc.model_stages[s];
+  sc.model_stages.resize(J);
+  for (int j = 0; j < J; ++j) {
+    StageParams& p = sc.model_stages[j];
     p.fwd = 1.0e-3 * (0.9 + 0.2 * uniform01(rng));
     p.bwd = 2.0 * p.fwd;
+    p.bwd_input = p.bwd_weight = p.fwd;
     p.act = 2.0e8;
-    p.out = s + 1 < S ? 8.0e6 : 0.0;  // 8 MB activations: ~1 ms at 8 GB/s
-    p.gout = s > 0 ? 8.0e6 : 0.0;
+    p.wgrad = 1.0e8;
+    p.out = j + 1 < J ? 8.0e6 : 0.0;  // 8 MB activations: ~1 ms at 8 GB/s
+    p.gout = j > 0 ? 8.0e6 : 0.0;
     p.static_bytes = 4.0e9;
   }
   sc.network = Network::uniform(S, 1.0, 5.0e-6);
-  sc.network.rewrite_channels([&](ChannelSpec& ch) { ch.set_rate(random_trace(rng, points, 0.01)); });
-  sc.schedule = make_kfkb(S, M, k);
+  // A trace on every channel a loop or V placement uses: neighbours, and S-1 <-> 0.
+  sc.network.rewrite_channels([&](ChannelSpec& ch) {
+    const bool used = ch.to == ch.from + 1 || ch.from == ch.to + 1 || (ch.from + ch.to == S - 1 && ch.from * ch.to == 0);
+    if (used) ch.set_rate(random_trace(rng, points, 0.01));
+  });
+  sc.schedule = std::move(schedule);
 
   double best = 1e300;
   SimResult r;
@@ -103,8 +118,8 @@ int main(int argc, char** argv) {
     best = std::min(best, wall);
   }
   const double ops = static_cast<double>(r.compute_ops + r.transfers);
-  fmt::print("scenario   S={} M={} kfkb k={} iterations={} trace points/channel={}, {} evaluator\n", S, M, k,
-             iterations, points, evaluator);
+  fmt::print("scenario   {} model stages on S={} stages, M={}, {}, iterations={} trace points/channel={}, {} evaluator\n",
+             J, S, M, sc.schedule.spec.label(), iterations, points, evaluator);
   fmt::print("simulated  {} compute ops + {} transfers = {:.0f} ops, {:.3f} s simulated time\n", r.compute_ops,
              r.transfers, ops, r.total_time_s);
   fmt::print("wall       {:.3f} s (best of {})\n", best, vm["repeat"].as<int>());
