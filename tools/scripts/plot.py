@@ -72,6 +72,52 @@ def load_json(path):
 
 # --- gantt ------------------------------------------------------------------------
 
+# Ops by phase: forward blue, backward orange, the input half of a split backward red,
+# the weight half grey and hatched (W ops are the ones dynamic W fill moves).
+PHASE_COLORS = {"forward": "#4c72b0", "backward": "#dd8452", "backward-input": "#c44e52",
+                "backward-weight": "#8c8c8c"}
+PHASE_HATCH = {"backward-weight": "////"}
+TRANSFER_COLOR = "#bbbbbb"
+
+
+def shade(color, level, levels):
+    """The color lightened for the level-th of `levels` model stages on one stage."""
+    from matplotlib.colors import to_rgb
+    if levels <= 1:
+        return color
+    mix = 0.55 * level / (levels - 1)
+    return tuple(c + (1 - c) * mix for c in to_rgb(color))
+
+
+def gantt_styles(slices, stages):
+    """Slices grouped by (color, hatch): phase, and with several model stages per stage,
+    a lighter shade for each later one (model stage j is the (j // stages)-th on its stage)."""
+    levels = 1 + max((s.get("args", {}).get("model_stage", 0) // stages for s in slices), default=0)
+    groups = {}
+    for s in slices:
+        cat = s.get("cat", "")
+        if cat in PHASE_COLORS:
+            level = s.get("args", {}).get("model_stage", 0) // stages
+            key = (shade(PHASE_COLORS[cat], level, levels), PHASE_HATCH.get(cat))
+        else:
+            key = (TRANSFER_COLOR, None)
+        groups.setdefault(key, []).append(s)
+    return groups
+
+
+def gantt_legend(slices):
+    cats = {s.get("cat", "") for s in slices}
+    handles = [Patch(facecolor=c, hatch=PHASE_HATCH.get(n), label=n.replace("backward-", "backward ("))
+               for n, c in PHASE_COLORS.items() if n in cats]
+    for h in handles:
+        if "(" in h.get_label():
+            h.set_label(h.get_label().replace("input", "input, I)").replace("weight", "weight, W)"))
+    if any("model_stage" in s.get("args", {}) for s in slices):
+        handles.append(Patch(facecolor="white", edgecolor="black", label="lighter: later model stage"))
+    handles.append(Patch(facecolor=TRANSFER_COLOR, label="transfer"))
+    return handles
+
+
 def cmd_gantt(args):
     doc = load_json(args.timeline)
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
@@ -110,18 +156,18 @@ def cmd_gantt(args):
     lanes = sorted({(s["pid"], s["tid"]) for s in slices},
                    key=lambda k: (stage_of.get(k[0], k[0]), k[1] != 1, lane_name.get(k, "")))
     row = {k: i for i, k in enumerate(lanes)}
-    colors = {"forward": "#4c72b0", "backward": "#dd8452", "transfer": "#8c8c8c"}
     fig, ax = plt.subplots(figsize=(args.width, max(2.0, 0.32 * len(lanes) + 1)))
     scale = 1e-6  # microseconds -> seconds
-    for cat, color in colors.items():
-        bars = [((s["ts"] - t0) * scale, s["dur"] * scale) for s in slices if s.get("cat", "") == cat]
-        ys = [row[(s["pid"], s["tid"])] for s in slices if s.get("cat", "") == cat]
-        for y in sorted(set(ys)):
-            ax.broken_barh([b for b, yy in zip(bars, ys) if yy == y], (y - 0.4, 0.8),
-                           facecolors=color, edgecolor="white", linewidth=0.3)
+    styles = gantt_styles(slices, len(stage_of) or 1)
+    for (color, hatch), group in styles.items():
+        by_row = {}
+        for s in group:
+            by_row.setdefault(row[(s["pid"], s["tid"])], []).append(((s["ts"] - t0) * scale, s["dur"] * scale))
+        for y, bars in sorted(by_row.items()):
+            ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=color, edgecolor="white", linewidth=0.3, hatch=hatch)
     if args.labels:
         for s in slices:
-            if s.get("cat") in ("forward", "backward") and s["dur"] * scale > 0.02 * (t1 - t0) * scale:
+            if s.get("cat") in PHASE_COLORS and s["dur"] * scale > 0.02 * (t1 - t0) * scale:
                 ax.text((s["ts"] - t0 + s["dur"] / 2) * scale, row[(s["pid"], s["tid"])], s["name"],
                         ha="center", va="center", fontsize=6, color="white")
     ax.set_yticks(range(len(lanes)))
@@ -130,8 +176,8 @@ def cmd_gantt(args):
     ax.set_xlabel("time since start (s)")
     ax.set_xlim(0, (t1 - t0) * scale)
     ax.set_title(args.title or os.path.basename(args.timeline))
-    ax.legend(handles=[Patch(facecolor=c, label=n) for n, c in colors.items()], loc="upper right", fontsize=7,
-              ncol=3)
+    ax.legend(handles=gantt_legend(slices), loc="upper center", bbox_to_anchor=(0.5, -0.08), fontsize=7, ncol=6,
+              frameon=False)
     save(fig, args.output)
 
 
