@@ -3,25 +3,15 @@
 // recorded in tests/golden/expected/. A refactoring must leave every one unchanged.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
+#include "../common/shell.h"
 
-#include <array>
 #include <cctype>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 namespace {
 
-int run(const std::string& cmd, std::string& out) {
-  std::FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using testshell::run;
 
 const std::string kCheck = "'" SOURCE_ROOT "/tests/golden/check.sh' --build '" BUILD_ROOT "'";
 

@@ -3,23 +3,13 @@
 // and SVG. Skipped, saying so, where Debian's python3-matplotlib is missing.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
-#include <string>
+#include "../common/shell.h"
 
-#include <sys/wait.h>
+#include <string>
 
 namespace {
 
-int run(const std::string& cmd, std::string& out) {
-  std::FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using testshell::run;
 
 TEST(Plot, BadInputIsRejectedAndGoodInputMakesFigures) {
   std::string probe;
