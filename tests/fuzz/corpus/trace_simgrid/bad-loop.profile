@@ -1,0 +1,3 @@
+LOOPAFTER -1
+0 1e9
+0 2e9
