@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of the loaders with clang in build-fuzz/ and runs each on
+# its corpus (tests/fuzz/corpus/TARGET) for SECONDS (default 30); or replays the saved
+# findings (tests/fuzz/findings/TARGET-*) once each and says which still fail.
+#
+#   tests/fuzz/run.sh [SECONDS]     exits non-zero on the first crash, hang or sanitizer report
+#   tests/fuzz/run.sh findings      exits non-zero when a finding still fails
+#
+# The targets run from the repository root: sweep specs, network files and plans name
+# other files relative to it. The corpora are copied first, so a run does not change
+# them; a failing input is kept as build-fuzz/artifacts/TARGET-crash-* (or -timeout-*,
+# -oom-*, -leak-*).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+mode=${1:-30}
+
+# clang >= 16 (C++20 lambdas that capture structured bindings); $CXX when it is set.
+cxx=${CXX:-}
+if [ -z "$cxx" ]; then
+  for c in clang++-19 clang++-18 clang++-17 clang++-16; do
+    if command -v "$c" >/dev/null; then cxx=$c; break; fi
+  done
+fi
+if [ -z "$cxx" ] || ! command -v "$cxx" >/dev/null; then
+  echo "fuzz/run.sh: clang++ >= 16 is missing (apt-get install clang-16 libclang-rt-16-dev)" >&2
+  exit 1
+fi
+# A build-fuzz/ configured with another compiler (an older clang) is configured again.
+if [ -f build-fuzz/build.ninja ] && ! grep -q "\"$cxx\"" build-fuzz/meson-info/intro-compilers.json 2>/dev/null; then
+  rm -rf build-fuzz
+fi
+if [ ! -f build-fuzz/build.ninja ]; then
+  CXX=$cxx meson setup build-fuzz -Dfuzz=true -Dtests=false -Dbenchmarks=false -Dcuda=disabled -Dnccl=disabled \
+    -Doptimization=1 -Ddebug=false -Db_ndebug=false >&2
+fi
+mapfile -t targets < <(ninja -C build-fuzz -t targets all | sed -n 's#^tests/fuzz/\(fuzz_[a-z0-9_]*\): .*#\1#p' | sort -u)
+ninja -C build-fuzz "${targets[@]/#/tests/fuzz/}" >&2
+mkdir -p build-fuzz/artifacts
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+common=(-rss_limit_mb=2048 -timeout=20 -max_len=65536)
+
+if [ "$mode" = findings ]; then
+  status=0
+  for f in tests/fuzz/findings/*-*; do
+    [ -f "$f" ] || continue
+    case "$f" in *.md) continue ;; esac
+    t=$(basename "$f")
+    t=fuzz_${t%%-*}
+    if build-fuzz/tests/fuzz/"$t" "${common[@]}" "$f" >"$work/log" 2>&1; then
+      echo "fixed    $f ($t)"
+    else
+      echo "FAILS    $f ($t): $(grep -m1 -E 'ERROR|runtime error|fuzz:|terminate|Assertion' "$work/log" || tail -1 "$work/log")"
+      status=1
+    fi
+  done
+  exit $status
+fi
+
+for t in "${targets[@]}"; do
+  name=${t#fuzz_}
+  mkdir -p "$work/$name"
+  if [ -d "tests/fuzz/corpus/$name" ]; then cp tests/fuzz/corpus/"$name"/* "$work/$name/"; fi
+  echo "== $t for $mode s ($(ls "$work/$name" | wc -l) seeds)"
+  status=0
+  build-fuzz/tests/fuzz/"$t" "${common[@]}" -max_total_time="$mode" -print_final_stats=1 \
+    -artifact_prefix="build-fuzz/artifacts/$name-" "$work/$name" >"$work/$name.log" 2>&1 || status=$?
+  grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)' "$work/$name.log" || true
+  if [ "$status" -ne 0 ]; then
+    tail -60 "$work/$name.log" >&2
+    echo "$t: FAILED (the input is in build-fuzz/artifacts/$name-*)" >&2
+    exit 1
+  fi
+done
+echo "fuzz: all ${#targets[@]} targets ran for $mode s each without a failure"
