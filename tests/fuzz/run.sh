@@ -39,7 +39,7 @@ ninja -C build-fuzz "${targets[@]/#/tests/fuzz/}" >&2
 mkdir -p build-fuzz/artifacts
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-common=(-rss_limit_mb=2048 -timeout=20 -max_len=65536)
+common=(-rss_limit_mb=2048 -timeout=20 -max_len=65536 -dict=tests/fuzz/fuzz.dict)
 
 if [ "$mode" = findings ]; then
   status=0
