@@ -37,11 +37,19 @@ struct Timeline {
     Op op;
     double start, end;
   };
+  // A message's way through its channel: ready (its producing op ended) until start it
+  // waits for the channel (earlier messages, or a full receiver); from start the channel
+  // takes the latency, and from moving (start + latency) to end it moves the bytes.
   struct TransferSlice {
     std::int32_t from, to, iteration, micro_batch;
-    double start, end, bytes;
+    double ready, start, moving, end, bytes;
     std::int32_t model_stage;  // of the op that sent it
     bool gradient;             // a gradient (sent by B or I), else an activation (sent by F)
+  };
+  // An optimizer step, on the stage's compute stream after its last op of the iteration.
+  struct StepSlice {
+    std::int32_t stage, iteration;
+    double start, end;
   };
   // A counter's value from `time` on: the memory of `stage`, or the receive buffer
   // depth on `stage` of the channel from stage `peer` (-1 for memory).
@@ -51,9 +59,19 @@ struct Timeline {
     std::int32_t peer;
     double time, value;
   };
+  // The rate (bytes/s) of the channel from -> to from `time` on, over the run's span.
+  struct RateSample {
+    std::int32_t from, to;
+    double time, value;
+  };
+  // Per channel at most this many rate samples: a trace that changes more often during
+  // the run is recorded as its mean over as many equal buckets.
+  static constexpr std::size_t kMaxRateSamples = 10000;
   std::vector<OpSlice> ops;
+  std::vector<StepSlice> optimizer;
   std::vector<TransferSlice> transfers;
   std::vector<Sample> counters;
+  std::vector<RateSample> rates;  // per channel with a rate, in time order
 };
 
 struct SimResult {

@@ -86,6 +86,18 @@ void ops(TraceWriter& w, const SimResult& r) {
   }
 }
 
+void optimizer(TraceWriter& w, const SimResult& r) {
+  for (const auto& o : r.timeline->optimizer)
+    w.emit(fmt::format(
+        R"({{"ph":"X","cat":"optimizer","name":"optimizer","pid":{},"tid":1,"ts":{},"dur":{},"args":{{"iteration":{}}}}})",
+        o.stage + 1, o.start * kUs, (o.end - o.start) * kUs, o.iteration));
+}
+
+// Each transfer: its slice from when the bytes start to move (after the latency) to its
+// end, on the sender's and the receiver's channel end, linked by a flow arrow; and when
+// the message waited for the channel, an async "queued to N" slice on the sender from
+// when it was ready to when its transfer started (async: several messages can wait at
+// once, and complete slices on one thread must nest).
 void transfers(TraceWriter& w, const SimResult& r) {
   const bool model_stages = r.model_stages != r.num_stages;
   std::uint64_t flow = 0;
@@ -96,12 +108,20 @@ void transfers(TraceWriter& w, const SimResult& r) {
                                           : fmt::format("{}{} {}->{}", kind, t.micro_batch, t.from, t.to);
     const std::string args =
         fmt::format(R"("args":{{"iteration":{},"micro_batch":{},"bytes":{}}})", t.iteration, t.micro_batch, t.bytes);
+    const int sender = send_tid(t.from, t.to);
     w.emit(fmt::format(
         R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"bind_id":{},"flow_out":true,{}}})",
-        name, t.from + 1, send_tid(t.from, t.to), t.start * kUs, (t.end - t.start) * kUs, flow, args));
+        name, t.from + 1, sender, t.moving * kUs, (t.end - t.moving) * kUs, flow, args));
     w.emit(fmt::format(
         R"({{"ph":"X","cat":"transfer","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"bind_id":{},"flow_in":true,{}}})",
-        name, t.to + 1, recv_tid(t.from, t.to), t.start * kUs, (t.end - t.start) * kUs, flow, args));
+        name, t.to + 1, recv_tid(t.from, t.to), t.moving * kUs, (t.end - t.moving) * kUs, flow, args));
+    if (t.ready < t.start) {
+      const std::string queued = fmt::format(R"("cat":"queued","name":"queued to {}","id":{},"pid":{},"tid":{})",
+                                             t.to, flow, t.from + 1, sender);
+      w.emit(fmt::format(R"({{"ph":"b",{},"ts":{},"args":{{"message":"{}","iteration":{},"micro_batch":{}}}}})",
+                         queued, t.ready * kUs, name, t.iteration, t.micro_batch));
+      w.emit(fmt::format(R"({{"ph":"e",{},"ts":{}}})", queued, t.start * kUs));
+    }
   }
 }
 
@@ -117,15 +137,24 @@ void counters(TraceWriter& w, const SimResult& r) {
   }
 }
 
+void rates(TraceWriter& w, const SimResult& r) {
+  for (const auto& x : r.timeline->rates)
+    w.emit(fmt::format(R"({{"ph":"C","name":"bandwidth to {}","pid":{},"ts":{},"args":{{"bytes_per_s":{}}}}})", x.to,
+                       x.from + 1, x.time * kUs, x.value));
+}
+
 }  // namespace
 
 std::string timeline_json(const SimResult& r) {
   const Timeline& tl = *r.timeline;
-  TraceWriter w(256 + 200 * (tl.ops.size() + 2 * tl.transfers.size()) + 100 * tl.counters.size());
+  TraceWriter w(256 + 200 * (tl.ops.size() + tl.optimizer.size() + 3 * tl.transfers.size()) +
+               100 * (tl.counters.size() + tl.rates.size()));
   processes(w, r);
   ops(w, r);
+  optimizer(w, r);
   transfers(w, r);
   counters(w, r);
+  rates(w, r);
   return w.finish();
 }
 

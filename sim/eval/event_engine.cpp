@@ -33,6 +33,57 @@ struct StageState {
   std::uint32_t pending = 0, pending_head = 0, pending_tail = 0;  // dynamic W fill: its FIFO in pending_
 };
 
+// Boundaries of the trace's segments at or before t (counting each period's).
+double boundaries_until(const RateTrace& trace, double t) {
+  const auto& times = trace.times();
+  const double period = trace.repeat_s();
+  const double periods = period > 0 ? std::floor(t / period) : 0.0;
+  const double in_period = t - periods * period;
+  const auto upto = std::upper_bound(times.begin(), times.end(), in_period) - times.begin();
+  return periods * static_cast<double>(times.size()) + static_cast<double>(upto);
+}
+
+// The rate of a channel over [t0, t1] as timeline samples: its value at t0 and at each
+// change up to t1; a trace with more segment boundaries than Timeline::kMaxRateSamples
+// in the span is recorded as its mean over that many equal buckets instead (the bytes
+// the channel could move in each).
+void record_rate(const RateTrace& trace, double t0, double t1, const ProgramChannel& pc,
+                 std::vector<Timeline::RateSample>& out) {
+  const auto from = static_cast<std::int32_t>(pc.sender), to = static_cast<std::int32_t>(pc.receiver);
+  constexpr auto kMax = Timeline::kMaxRateSamples;
+  const bool buckets = boundaries_until(trace, t1) - boundaries_until(trace, t0) >= static_cast<double>(kMax);
+  const double width = (t1 - t0) / kMax;
+  double last = buckets ? trace.integral(t0, t0 + width) / width : trace.value_at(t0);
+  out.push_back({from, to, t0, last});
+  const auto emit = [&](double t, double v) {
+    if (v != last) out.push_back({from, to, t, v});
+    last = v;
+  };
+  if (buckets) {
+    for (std::size_t b = 1; b < kMax; ++b) {
+      const double a = t0 + static_cast<double>(b) * width;
+      const double e = b + 1 == kMax ? t1 : a + width;
+      emit(a, trace.integral(a, e) / (e - a));
+    }
+    return;
+  }
+  const auto& times = trace.times();
+  const auto& values = trace.values();
+  const double period = trace.repeat_s();
+  double base = period > 0 ? std::floor(t0 / period) * period : 0.0;
+  std::size_t i = std::upper_bound(times.begin(), times.end(), t0 - base) - times.begin();
+  for (;; ++i) {
+    if (i == times.size()) {
+      if (period <= 0) return;
+      base += period;
+      i = 0;
+    }
+    const double t = base + times[i];
+    if (t > t1) return;
+    if (t > t0) emit(t, values[i]);
+  }
+}
+
 struct ChannelState {
   std::uint32_t next = 0;       // next message to transfer (in the receiver's order)
   std::uint32_t delivered = 0;  // messages arrived at the receiver
@@ -71,6 +122,7 @@ class Engine {
     if (record_) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
       timeline_.transfers.reserve(prog_.producer.size() * sc.iterations);
+      op_end_.assign(prog_.ops.size(), 0.0);
     }
   }
 
@@ -117,7 +169,9 @@ class Engine {
     for (int s = 0; s < S_; ++s) {
       const auto& st = stages_[s];
       if (st.next != st.end) throw SimError(deadlock_report());
-      end = std::max(end, st.finished_at + prog_.stages[s].opt);
+      const double opt = prog_.stages[s].opt;
+      end = std::max(end, st.finished_at + opt);
+      if (record_ && opt > 0) timeline_.optimizer.push_back({s, iteration_, st.finished_at, st.finished_at + opt});
     }
     return end;
   }
@@ -217,7 +271,10 @@ class Engine {
     const OpClass& c = prog_.stages[s].cls(prog_.classes, op);
     st.busy = false;
     st.busy_s += now - st.op_start;
-    if (record_) timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, prog_.op_of(s, op), st.op_start, now});
+    if (record_) {
+      timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, prog_.op_of(s, op), st.op_start, now});
+      op_end_[st.running] = now;
+    }
     if (record_order_) result_.executed.back()[s].push_back(prog_.op_of(s, op));
     if (st.running < st.end) {  // a listed op (W ops of dynamic fill lie after them)
       ++st.next;
@@ -266,9 +323,10 @@ class Engine {
     ch.busy_s += now - ch.start;
     if (record_) {
       const Op op = message_op(pc, ch.next);
+      const double ready = op_end_[prog_.stages[pc.sender].begin + prog_.producer[pc.first + ch.next]];
       timeline_.transfers.push_back({static_cast<std::int32_t>(pc.sender), static_cast<std::int32_t>(pc.receiver),
-                                     iteration_, op.micro_batch, ch.start, now, prog_.msg_bytes[pc.first + ch.next],
-                                     op.model_stage, op.phase != Phase::Forward});
+                                     iteration_, op.micro_batch, ready, ch.start, ch.start + pc.latency_s, now,
+                                     prog_.msg_bytes[pc.first + ch.next], op.model_stage, op.phase != Phase::Forward});
     }
     counts_[prog_.stages[pc.receiver].terms + prog_.msg_term[pc.first + ch.next]] += 1;
     ++ch.next;
@@ -381,6 +439,8 @@ class Engine {
         const auto& pc = prog_.channels[c];
         timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), Counter::QueueDepth,
                                       static_cast<std::int32_t>(pc.sender), ch.queue.last_t, ch.queue.cur});
+        if (pc.spec && pc.spec->rate)
+          record_rate(*pc.spec->rate, sc_.start_time_s, sc_.start_time_s + total, pc, timeline_.rates);
       }
     }
     fill_result(sc_, prog_, total, stages, channels, result_);
@@ -399,6 +459,7 @@ class Engine {
   EventList events_;
   SimResult result_;
   Timeline timeline_;      // recorded only when asked for
+  std::vector<double> op_end_;  // with a timeline: when each op (Program::ops) last ended
   OpDurations durations_;  // the stage timing trace's durations, per iteration
 };
 

@@ -4,10 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -151,9 +152,85 @@ TEST_F(TimelineJson, TransfersAppearOnBothEndsWithFlows) {
     EXPECT_EQ(stage_of_.at((*in)["pid"].get<int>()), to);     // received on the receiver's
     EXPECT_EQ((*out)["args"]["micro_batch"].get<int>(), mb);
     EXPECT_DOUBLE_EQ((*out)["args"]["bytes"].get<double>(), 0.5);
-    // 0.25 s latency + 0.5 s at 1 B/s.
-    EXPECT_NEAR((*out)["dur"].get<double>(), 0.75e6, 1e-6);
+    // The slice is when the bytes move: 0.5 s at 1 B/s, after the 0.25 s latency.
+    EXPECT_NEAR((*out)["dur"].get<double>(), 0.5e6, 1e-6);
   }
+  for (const auto& t : r_.timeline->transfers) {
+    const auto& e = *by_bind.at(static_cast<std::uint64_t>(&t - r_.timeline->transfers.data()) + 1)[0];
+    EXPECT_DOUBLE_EQ(e["ts"].get<double>(), t.moving * 1e6);
+    EXPECT_DOUBLE_EQ(e["dur"].get<double>(), (t.end - t.moving) * 1e6);
+  }
+}
+
+// ready: the producing op's end; start: when the channel took the message; moving:
+// start + latency; end: start + latency + bytes / rate.
+TEST_F(TimelineJson, TransferTimesInTheResult) {
+  std::map<std::tuple<int, int, int, bool>, double> op_end;  // (stage, iteration, micro-batch, backward)
+  for (const auto& o : r_.timeline->ops)
+    op_end[{o.stage, o.iteration, o.op.micro_batch, o.op.phase != sim::Phase::Forward}] = o.end;
+  int waited = 0;
+  for (const auto& t : r_.timeline->transfers) {
+    EXPECT_EQ(t.ready, op_end.at({t.from, t.iteration, t.micro_batch, t.gradient}));
+    EXPECT_LE(t.ready, t.start);
+    EXPECT_DOUBLE_EQ(t.moving, t.start + 0.25);
+    EXPECT_DOUBLE_EQ(t.end, t.moving + 0.5);
+    waited += t.ready < t.start;
+  }
+  EXPECT_GT(waited, 0);  // the channel of capacity 1 makes messages wait
+}
+
+// A message that waited for its channel: an async "queued to N" slice (b and e with one
+// id) on the sender's send thread, from ready to start, naming the message.
+TEST_F(TimelineJson, QueuedSlices) {
+  std::map<std::uint64_t, const json*> begins, ends;
+  for (const auto* e : events("b")) begins[(*e)["id"].get<std::uint64_t>()] = e;
+  for (const auto* e : events("e")) ends[(*e)["id"].get<std::uint64_t>()] = e;
+  std::map<std::uint64_t, const json*> sends;  // bind_id -> the send slice
+  for (const auto* e : events("X"))
+    if (e->value("flow_out", false)) sends[(*e)["bind_id"].get<std::uint64_t>()] = e;
+  std::size_t waited = 0;
+  for (std::size_t i = 0; i < r_.timeline->transfers.size(); ++i) {
+    const auto& t = r_.timeline->transfers[i];
+    const std::uint64_t id = i + 1;
+    if (!(t.ready < t.start)) {
+      EXPECT_EQ(begins.count(id), 0u) << id;
+      continue;
+    }
+    ++waited;
+    ASSERT_EQ(begins.count(id), 1u) << id;
+    ASSERT_EQ(ends.count(id), 1u) << id;
+    const json& b = *begins[id];
+    const json& e = *ends[id];
+    const json& send = *sends.at(id);
+    EXPECT_EQ(b["cat"], "queued");
+    EXPECT_EQ(b["name"], "queued to " + std::to_string(t.to));
+    EXPECT_EQ(e["name"], b["name"]);
+    EXPECT_EQ(b["pid"], send["pid"]);
+    EXPECT_EQ(b["tid"], send["tid"]);
+    EXPECT_EQ(e["pid"], send["pid"]);
+    EXPECT_EQ(b["args"]["message"], send["name"]);
+    EXPECT_EQ(b["args"]["iteration"].get<int>(), t.iteration);
+    EXPECT_DOUBLE_EQ(b["ts"].get<double>(), t.ready * 1e6);
+    EXPECT_DOUBLE_EQ(e["ts"].get<double>(), t.start * 1e6);
+  }
+  EXPECT_GT(waited, 0u);
+  EXPECT_EQ(begins.size(), waited);
+  EXPECT_EQ(ends.size(), waited);
+}
+
+// Without a rate trace: one sample per channel, the constant rate, at the run's start.
+TEST_F(TimelineJson, BandwidthOfAConstantChannel) {
+  std::map<std::pair<int, std::string>, int> samples;
+  for (const auto* e : events("C")) {
+    const std::string name = (*e)["name"].get<std::string>();
+    if (name.rfind("bandwidth to ", 0) != 0) continue;
+    ++samples[{stage_of_.at((*e)["pid"].get<int>()), name}];
+    EXPECT_DOUBLE_EQ((*e)["args"]["bytes_per_s"].get<double>(), 1.0);
+    EXPECT_DOUBLE_EQ((*e)["ts"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(samples, (std::map<std::pair<int, std::string>, int>{
+                         {{0, "bandwidth to 1"}, 1}, {{1, "bandwidth to 0"}, 1},
+                         {{1, "bandwidth to 2"}, 1}, {{2, "bandwidth to 1"}, 1}}));
 }
 
 TEST_F(TimelineJson, SlicesOnOneThreadNeverOverlap) {
@@ -198,6 +275,113 @@ TEST_F(TimelineJson, MemoryCounters) {
     for (const auto* e : events("C"))
       if ((*e)["name"] == "memory" && stage_of_.at((*e)["pid"].get<int>()) == s) top = std::max(top, (*e)["args"]["bytes"].get<double>());
     EXPECT_DOUBLE_EQ(top, r_.stages[s].peak_memory_bytes) << "stage " << s;
+  }
+}
+
+// The rate of channel 0 -> 1 over a run starting at t = 5: repeating [0, 1) at rate 2,
+// [1, 4) at 0.5, period 4.
+sim::SimResult run_preempted(double period_scale, int iterations) {
+  const auto p = uniform_pipeline(3, 4, 1.0, 2.0, 0.5);
+  auto net = sim::Network::uniform(3, 1.0, 0.0);
+  edit_channel(net, 0, 1, [&](sim::ChannelSpec& c) {
+    c.set_rate(sim::RateTrace::piecewise({0.0, 1.0 * period_scale}, {2.0, 0.5}, 4.0 * period_scale));
+  });
+  auto sc = sim::make_scenario(p, net, sim::make_named("1f1b", 3, 4, std::nullopt), 1, iterations);
+  sc.start_time_s = 5.0;
+  return sim::simulate(sc, {.timeline = true});
+}
+
+std::vector<sim::Timeline::RateSample> rates_of(const sim::SimResult& r, int from, int to) {
+  std::vector<sim::Timeline::RateSample> v;
+  for (const auto& x : r.timeline->rates)
+    if (x.from == from && x.to == to) v.push_back(x);
+  return v;
+}
+
+TEST(TimelineRates, EveryChangeWithinTheRun) {
+  const auto r = run_preempted(1.0, 2);
+  const double end = 5.0 + r.total_time_s;
+  const auto v = rates_of(r, 0, 1);
+  ASSERT_FALSE(v.empty());
+  EXPECT_DOUBLE_EQ(v[0].time, 5.0);  // in [4, 5): the preempted rate
+  EXPECT_DOUBLE_EQ(v[0].value, 0.5);
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    const double t = v[i].time;
+    EXPECT_GT(t, v[i - 1].time);
+    EXPECT_LE(t, end);
+    const double in_period = std::fmod(t, 4.0);
+    EXPECT_TRUE(in_period == 0.0 || in_period == 1.0) << t;
+    EXPECT_DOUBLE_EQ(v[i].value, in_period == 0.0 ? 2.0 : 0.5) << t;
+    EXPECT_NE(v[i].value, v[i - 1].value);
+  }
+  // Every change in (5, end]: two per period of 4 s.
+  std::size_t changes = 0;
+  for (double t = 8.0; t <= end; t += 4.0) changes += 1 + (t + 1.0 <= end);
+  EXPECT_EQ(v.size(), 1 + changes);
+  EXPECT_EQ(rates_of(r, 1, 2).size(), 1u);  // the constant channels: one sample
+  EXPECT_EQ(rates_of(r, 1, 0).size(), 1u);
+}
+
+// A trace that changes more often than kMaxRateSamples times during the run: at most
+// that many samples, each the mean over its bucket.
+TEST(TimelineRates, FineTracesAreBucketed) {
+  const auto r = run_preempted(1e-4, 3);  // a period of 0.4 ms: about 10^5 changes
+  const double end = 5.0 + r.total_time_s;
+  const auto v = rates_of(r, 0, 1);
+  ASSERT_GE(v.size(), 1u);
+  EXPECT_LE(v.size(), sim::Timeline::kMaxRateSamples);
+  EXPECT_DOUBLE_EQ(v[0].time, 5.0);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GT(v[i].time, v[i - 1].time);
+    }
+    EXPECT_LE(v[i].time, end);
+    // The mean of 2 for a quarter and 0.5 for three quarters of each period, give or
+    // take the part of a period a bucket cuts.
+    EXPECT_NEAR(v[i].value, 0.875, 0.2) << i;
+  }
+}
+
+TEST(TimelineRates, BoundedOnLongRuns) {
+  const auto r = run_preempted(1.0, 400);  // about 10,000 s: thousands of changes, not 10^4
+  const auto v = rates_of(r, 0, 1);
+  EXPECT_LE(v.size(), sim::Timeline::kMaxRateSamples);
+  EXPECT_GT(v.size(), 1000u);
+}
+
+// Optimizer steps: a slice per stage and iteration on the compute thread, right after
+// the stage's last op of the iteration, lasting opt; none where opt is 0.
+TEST(TimelineOptimizer, OneSlicePerStageAndIteration) {
+  std::vector<sim::StageParams> st(3, sim::StageParams{.fwd = 1, .bwd = 2, .out = 0.5, .gout = 0.5});
+  st[0].opt = 1.5;
+  st[2].opt = 0.25;
+  const auto sc = sim::make_scenario(pipeline_from(st, 4), sim::Network::uniform(3, 1.0),
+                                     sim::make_named("kfkb", 3, 4, 2), 1, 2);
+  const auto r = sim::simulate(sc, {.timeline = true});
+  ASSERT_EQ(r.timeline->optimizer.size(), 4u);
+  for (const auto& o : r.timeline->optimizer) {
+    double last = 0;
+    for (const auto& op : r.timeline->ops)
+      if (op.stage == o.stage && op.iteration == o.iteration) last = std::max(last, op.end);
+    EXPECT_EQ(o.start, last);
+    EXPECT_DOUBLE_EQ(o.end - o.start, o.stage == 0 ? 1.5 : 0.25);
+    EXPECT_NE(o.stage, 1);
+  }
+  const json doc = json::parse(sim::timeline_json(r));
+  int slices = 0;
+  std::map<int, std::vector<std::pair<double, double>>> compute;  // pid -> (ts, dur) on tid 1
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || e["tid"] != 1) continue;
+    compute[e["pid"].get<int>()].emplace_back(e["ts"].get<double>(), e["dur"].get<double>());
+    if (e["name"] != "optimizer") continue;
+    ++slices;
+    EXPECT_EQ(e["cat"], "optimizer");
+    EXPECT_TRUE(e["args"].contains("iteration"));
+  }
+  EXPECT_EQ(slices, 4);
+  for (auto& [pid, v] : compute) {  // the steps never overlap the next iteration's ops
+    std::sort(v.begin(), v.end());
+    for (std::size_t i = 1; i < v.size(); ++i) EXPECT_GE(v[i].first, v[i - 1].first + v[i - 1].second - 1e-6);
   }
 }
 
