@@ -108,7 +108,8 @@ sim::ChannelResult add_channel(const MeasuredRun& run, int from, int to, sim::Si
       const auto& msg = tx.sends[q];
       if (msg.side != tx_side) continue;
       const std::size_t rq = rx_index.at(static_cast<std::size_t>(msg.position));
-      const double start = std::max(run.record(from).send_post[io * tx.sends.size() + q], prev_end);
+      const double posted = run.record(from).send_post[io * tx.sends.size() + q];
+      const double start = std::max(posted, prev_end);
       const double end = std::max(run.record(to).recv_done[io * rx.recvs.size() + rq], start);
       prev_end = end;
       const double consumed =
@@ -120,8 +121,19 @@ sim::ChannelResult add_channel(const MeasuredRun& run, int from, int to, sim::Si
       receiver_changes.push_back({run.at(end), depth, +1});
       receiver_changes.push_back({run.at(consumed), depth, -1});
       if (r.timeline)
-        r.timeline->transfers.push_back({from, to, i - run.first(), msg.micro_batch, run.at(start), run.at(end),
-                                         static_cast<double>(msg.bytes), from, to < from});
+        // Posted when the sender was ready, started when the channel was free; a measured
+        // transfer's latency is not separable, so its bytes move from its start.
+        r.timeline->transfers.push_back({.from = from,
+                                         .to = to,
+                                         .iteration = i - run.first(),
+                                         .micro_batch = msg.micro_batch,
+                                         .ready = run.at(posted),
+                                         .start = run.at(start),
+                                         .moving = run.at(start),
+                                         .end = run.at(end),
+                                         .bytes = static_cast<double>(msg.bytes),
+                                         .model_stage = from,
+                                         .gradient = to < from});
     }
   }
   return ch;

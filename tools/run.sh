@@ -48,7 +48,7 @@ build() {
 
 # Runs every GoogleTest binary under DIR/tests and prints "N passed, N failed".
 run_tests() {
-  local dir=$1 passed=0 failed=0 bin out rc p f
+  local dir=$1 passed=0 failed=0 bin out rc n p s f
   local bins=()
   while IFS= read -r bin; do bins+=("$bin"); done < <(find "$dir/tests" -type f -name '*_test' -perm -u+x | sort)
   if [ ${#bins[@]} -eq 0 ]; then
@@ -63,10 +63,12 @@ run_tests() {
     rc=$?
     set -e
     printf '%s\n' "$out" >&2
+    # --gtest_brief prints no count of failures: they are the cases run less those passed.
+    n=$(printf '%s\n' "$out" | sed -n 's/^\[==========\] \([0-9]*\) tests\{0,1\} from.*ran.*/\1/p' | tail -1)
     p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
-    f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
+    s=$(printf '%s\n' "$out" | sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' | tail -1)
     p=${p:-0}
-    f=${f:-0}
+    f=$((${n:-0} - p - ${s:-0}))
     # A binary that crashed or failed without a summary still counts as a failure.
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     passed=$((passed + p))

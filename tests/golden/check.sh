@@ -51,6 +51,8 @@ record() {
   echo "$rc" >"$dest/rc"
   [ "$rc" -eq 0 ] && rm -f "$dest/stderr"
   (cd "$out" && find . -type f -print0 | xargs -0 -r cp --parents -t "$dest/files")
+  # git keeps no empty directory: a case that writes no file has no files/ at all.
+  rmdir --ignore-fail-on-non-empty "$dest/files"
   find "$dest" -type f -exec sed -i "s#$out#\$OUT#g" {} +
   rm -rf "$out"
 }
