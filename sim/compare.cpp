@@ -1,3 +1,4 @@
+// Comparing summaries: reading them (and the plan's pick), errors, rankings, the outputs.
 #include "compare.h"
 
 #include <algorithm>
@@ -7,6 +8,9 @@
 
 #include "error.h"
 #include "json_util.h"
+#include "pipeline.h"
+#include "rate_forms.h"
+#include "result.h"
 #include "schedule.h"
 
 namespace adagrouper::sim {
@@ -16,24 +20,55 @@ std::string Summary::label() const {
   return spec.label(micro_batch_size);
 }
 
+namespace {
+
+// The keys of an object as check_keys takes them.
+std::vector<std::string_view> keys_of(const nlohmann::ordered_json& object) {
+  std::vector<std::string_view> keys;
+  for (const auto& item : object.items()) keys.push_back(item.key());
+  return keys;
+}
+
+// Exactly the keys summary_json writes, at the top, per stage and per channel.
+void check_summary_keys(const Field& root) {
+  SimResult sample;
+  sample.stages.resize(1);
+  sample.channels.resize(1);
+  const nlohmann::ordered_json written = summary_json(sample);
+  root.check_keys(keys_of(written), "a summary");
+  for (const char* list : {"per_stage", "channels"}) {
+    if (!root.has(list) || !root.at(list).is_array()) continue;
+    const Field entries = root.at(list);
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      if (entries.at(i).is_object()) entries.at(i).check_keys(keys_of(written[list][0]));
+  }
+}
+
+// busy_s and bubble_s summed over the iterations: bounded so that the comparison's
+// differences and percentages stay finite.
+constexpr double kMaxTotalS = 1e15;
+
+}  // namespace
+
 Summary parse_summary(const nlohmann::json& doc, const std::string& source) {
   const Field root(doc, source);
   root.require_object();
+  check_summary_keys(root);
   Summary s;
-  s.source = source;
+  s.source = utf8_safe(source);
   s.pipeline = root.has("pipeline") ? root.at("pipeline").string() : std::string();
   s.schedule = root.at("schedule").string();
-  s.k = static_cast<int>(root.at("k").integer_at_least(0));
-  s.micro_batch_size = static_cast<int>(root.at("micro_batch_size").integer_at_least(1));
-  s.micro_batches = static_cast<int>(root.at("micro_batches").integer_at_least(1));
-  s.stages = static_cast<int>(root.at("stages").integer_at_least(1));
-  s.iterations = static_cast<int>(root.at("iterations").integer_at_least(1));
+  s.k = root.at("k").int_in(0, kMaxBatchSize);
+  s.micro_batch_size = root.at("micro_batch_size").int_in(1, kMaxBatchSize);
+  s.micro_batches = root.at("micro_batches").int_in(1, kMaxBatchSize);
+  s.stages = root.at("stages").int_in(1, kMaxStages);
+  s.iterations = root.at("iterations").int_in(1);
   const Field times = root.at("iteration_times_s");
   times.require_array();
   if (times.size() != static_cast<std::size_t>(s.iterations))
     times.fail(fmt::format("has {} entries but iterations is {}", times.size(), s.iterations));
   for (std::size_t i = 0; i < times.size(); ++i) {
-    const double t = times.at(i).positive();
+    const double t = read_period(times.at(i));
     s.iteration_times_s.push_back(t);
     s.total_time_s += t;
   }
@@ -47,14 +82,52 @@ Summary parse_summary(const nlohmann::json& doc, const std::string& source) {
     if (e.at("stage").integer() != static_cast<std::int64_t>(i))
       e.at("stage").fail(fmt::format("must be {} (entries are in stage order)", i));
     Summary::Stage st;
-    st.busy_s = e.at("busy_s").non_negative();
-    st.bubble_s = e.at("bubble_s").number();
+    st.busy_s = e.at("busy_s").number_in(0, kMaxTotalS);
+    if (st.busy_s > 0 && st.busy_s < kTimeResolution)
+      e.at("busy_s").fail(fmt::format("{} s is shorter than the time resolution of 1 ns (give 0 for none)", st.busy_s));
+    st.bubble_s = e.at("bubble_s").number_in(-kMaxTotalS, kMaxTotalS);
     s.per_stage.push_back(st);
   }
   return s;
 }
 
 Summary load_summary(const std::string& path) { return parse_summary(read_json_file(path), path); }
+
+void check_plan_keys(const Field& root) {
+  // What `plan` writes, adagrouper.plan/1 and /2 (planner/plan_json.cpp; comm_profile and
+  // partition: tools/cli/plan_cmd.cpp, planner/model_plan.cpp).
+  static constexpr ObjectKeys kPlan[] = {
+      {"", "schema, pipeline, stages, pipeline_stages, global_batch_size, memory_limit_bytes, inputs, evaluation, "
+           "chosen, candidates, devices, communicators, comm_profile, partition"},
+      {"inputs[]", "role, path, sha256"},
+      {"evaluation", "iterations, start_time_s"},
+      {"chosen", "schedule, k, virtual_stages, split_backward, w_fill, max_pending_w, micro_batch_size, micro_batches, "
+                 "predicted_iteration_time_s, throughput_samples_per_s, peak_memory_bytes, "
+                 "simulated_peak_memory_bytes, speedup_over_1f1b, status, reason, order"},
+      {"candidates[]", "schedule, k, virtual_stages, split_backward, w_fill, max_pending_w, micro_batch_size, "
+                       "micro_batches, baseline, predicted_iteration_time_s, throughput_samples_per_s, "
+                       "peak_memory_bytes, simulated_peak_memory_bytes, status, reason"},
+      {"devices[]", "stage, program"},
+      {"devices[].program[]", "op, stream, peer, micro_batch, model_stage, bytes, tag, communicator"},
+      {"communicators[]", "id, from, to, carries"},
+      {"comm_profile", "window, channels"},
+      {"comm_profile.channels[]", "from, to, samples, rate_bytes_per_s"},
+      {"partition", "model, stages, partition_micro_batch_size, bounds, stage_layers, trials"},
+      {"partition.trials[]", "stages, virtual_stages, micro_batch_size, bounds, predicted_iteration_time_s, "
+                             "throughput_per_device, chosen, note"},
+  };
+  root.require_object();
+  check_schema(root, kPlan, "a plan");
+}
+
+PlanChoice load_plan_choice(const std::string& path) {
+  const nlohmann::json doc = read_json_file(path);
+  const Field root(doc, path);
+  check_plan_keys(root);
+  const Field chosen = root.at("chosen");
+  return {chosen.at("schedule").string(), chosen.at("k").int_in(0, kMaxBatchSize),
+          chosen.at("micro_batch_size").int_in(1, kMaxBatchSize)};
+}
 
 Comparison compare(const Summary& p, const Summary& m) {
   auto mismatch = [&](const char* field, const auto& a, const auto& b) {

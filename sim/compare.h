@@ -19,6 +19,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace adagrouper {
+class Field;
+}
+
 namespace adagrouper::sim {
 
 // The fields of a summary JSON that a comparison reads.
@@ -44,9 +48,22 @@ struct Summary {
   std::string label() const;
 };
 
-// Reads a summary JSON; throws InputError naming the file and the field.
+// Reads a summary JSON; throws InputError naming the file and the field. Only the
+// keys summary_json writes are allowed.
 Summary load_summary(const std::string& path);
 Summary parse_summary(const nlohmann::json& doc, const std::string& source);
+
+// The chosen candidate of a plan file (compare --plan).
+struct PlanChoice {
+  std::string schedule;
+  int k = 0;
+  int micro_batch_size = 0;
+};
+// Reads a plan file (adagrouper.plan/1, checked with check_plan_keys) for its choice.
+PlanChoice load_plan_choice(const std::string& path);
+// Every object of a plan document has only the keys `plan` writes; InputError naming the
+// file, the line and the field otherwise.
+void check_plan_keys(const Field& root);
 
 struct IterationError {
   int iteration = 0;

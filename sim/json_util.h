@@ -1,10 +1,15 @@
 // Reading JSON input files with errors that name the file, the field and the line.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
+#include <limits>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -12,9 +17,35 @@
 
 namespace adagrouper {
 
-// Reads and parses a JSON file. A missing file or a syntax error is an InputError
-// "PATH: line L, column C: ..." .
+// Deepest nesting of objects and arrays an input may have.
+inline constexpr std::size_t kMaxJsonDepth = 128;
+// Most memory (estimated before parsing) the parsed form of one JSON input may take.
+inline constexpr double kMaxJsonBytes = 2.0 * (1 << 30);
+
+// The whole content of a file: "PATH: is a directory", "PATH: cannot open file" or
+// "PATH: cannot read file" when it cannot be read.
+std::string read_text_file(const std::filesystem::path& path);
+
+// Parses JSON strictly: a syntax error, an object that gives a key twice, nesting
+// deeper than kMaxJsonDepth and a document too large for memory are InputErrors naming
+// `source` and the line ("SOURCE: line L: stages[0]: duplicate key \"name\"").
+// `first_line` numbers the text's first line (a line of a JSON Lines file).
+nlohmann::json parse_json_text(std::string_view text, const std::string& source, std::size_t first_line = 1);
+
+// read_text_file, then parse_json_text with the path as the source.
 nlohmann::json read_json_file(const std::filesystem::path& path);
+
+// The line of `key` in the object at `path` (as Field names it) of the JSON file
+// `file`; 0 when `file` is no readable JSON file or holds no such key. For messages.
+std::size_t json_key_line(const std::string& file, std::string_view path, std::string_view key);
+
+// `s` with every byte sequence that is not UTF-8 replaced by U+FFFD: a file name or a
+// name taken from one that goes into a JSON output.
+std::string utf8_safe(std::string_view s);
+
+// Optimal string alignment distance (insertions, deletions, substitutions and
+// transpositions of adjacent characters) between two keys.
+std::size_t edit_distance(std::string_view a, std::string_view b);
 
 // A view of one value inside a parsed document, with the path that names it
 // ("stages[2].profile[0].forward_s") for error messages. Cheap to copy.
@@ -38,12 +69,27 @@ class Field {
   double number() const;                  // any finite number
   double non_negative() const;            // finite, >= 0
   double positive() const;                // finite, > 0
+  // A finite number in [min, max]; `why` explains the upper limit in the message.
+  double number_in(double min, double max, std::string_view why = {}) const;
   std::int64_t integer() const;           // an integral number
   std::int64_t integer_at_least(std::int64_t min) const;
+  // An integer in [min, max] (the range of int by default), never wrapped.
+  int int_in(int min, int max = std::numeric_limits<int>::max()) const;
   std::string string() const;
   bool boolean() const;
   void require_object() const;
   void require_array() const;
+
+  // Requires an object whose keys are all in `known`, or "description" or "comment"
+  // (free text, allowed everywhere). An unknown key fails with the line and the
+  // nearest known key: "FILE: line L: PATH: unknown key \"forwad_s\" (did you mean
+  // \"forward_s\"?)"; `what` names the object when the path does not ("periodic").
+  void check_keys(std::span<const std::string_view> known, std::string_view what = {}) const;
+  void check_keys(std::initializer_list<std::string_view> known, std::string_view what = {}) const {
+    check_keys(std::span<const std::string_view>(known.begin(), known.size()), what);
+  }
+  // The same with the keys listed in one string, ", " between them.
+  void check_key_list(std::string_view keys, std::string_view what = {}) const;
 
   // Optional members with defaults.
   double non_negative_or(std::string_view key, double fallback) const;
@@ -56,7 +102,20 @@ class Field {
   std::string path_;
 };
 
-// "null", "true", a number or a short excerpt of the value, for error messages.
+// The keys an object of a document may have, for check_schema: `path` names the object
+// with "[]" for every array index ("devices[].program[]"; "" for the root), `keys` lists
+// them with ", " between.
+struct ObjectKeys {
+  std::string_view path;
+  std::string_view keys;
+};
+
+// Field::check_keys on every object of the document `root` that `schema` lists (an
+// object it does not list is free-form); `what` names the document in messages.
+void check_schema(const Field& root, std::span<const ObjectKeys> schema, std::string_view what);
+
+// "null", "true", a number or a short excerpt of the value, for error messages; reads
+// at most a few levels and characters of it, however large or deep it is.
 std::string describe_json(const nlohmann::json& value);
 
 }  // namespace adagrouper

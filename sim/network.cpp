@@ -5,10 +5,14 @@
 
 #include "error.h"
 #include "json_util.h"
+#include "pipeline.h"
 
 namespace adagrouper::sim {
 
 Network Network::uniform(int stages, std::optional<double> rate, double latency_s) {
+  if (stages < 0 || stages > kMaxStages)
+    throw InputError(fmt::format("a network of {} stages: at most {} (it holds {} x {} channels)", stages, kMaxStages,
+                                 stages, stages));
   Network n;
   n.source = "(built in)";
   n.stages_ = stages;
@@ -30,23 +34,39 @@ void Network::rewrite_channels(const std::function<void(ChannelSpec&)>& fn) {
 
 namespace {
 
+// A stage index (from, to, stage): >= 0; whether it exists depends on the pipeline.
+int stage_index(const Field& f) {
+  const auto s = f.integer();
+  if (s < 0) f.fail(fmt::format("stage {} does not exist (stages are numbered from 0)", s));
+  return f.int_in(0);
+}
+
 NetworkSpec::Channel parse_channel(const Field& c, std::size_t i, const std::filesystem::path& base_dir,
                                    const RateParser& rates) {
   c.require_object();
+  c.check_keys({"from", "to", "rate", "latency_s", "capacity"}, "a channel");
   NetworkSpec::Channel ch;
   ch.field = fmt::format("channels[{}]", i);
-  const auto from = c.at("from").integer();
-  const auto to = c.at("to").integer();
-  if (from < 0) c.at("from").fail(fmt::format("stage {} does not exist (stages are numbered from 0)", from));
-  if (to < 0) c.at("to").fail(fmt::format("stage {} does not exist (stages are numbered from 0)", to));
-  if (from == to) c.fail(fmt::format("channel {} -> {} joins a stage to itself; messages between the model stages "
-                                     "of one stage are local (docs/model.md §14)", from, to));
-  ch.from = static_cast<int>(from);
-  ch.to = static_cast<int>(to);
-  if (c.has("rate")) ch.rate = std::make_shared<const RateTrace>(rates.parse(c.at("rate"), base_dir));
-  if (c.has("latency_s")) ch.latency_s = c.at("latency_s").non_negative();
-  if (c.has("capacity")) ch.capacity = static_cast<int>(c.at("capacity").integer_at_least(1));
+  ch.from = stage_index(c.at("from"));
+  ch.to = stage_index(c.at("to"));
+  if (ch.from == ch.to)
+    c.fail(fmt::format("channel {} -> {} joins a stage to itself; messages between the model stages "
+                       "of one stage are local (docs/model.md §14)", ch.from, ch.to));
+  if (c.has("rate")) ch.rate = rates.parse_shared(c.at("rate"), base_dir);
+  if (c.has("latency_s")) ch.latency_s = read_time(c.at("latency_s"));
+  if (c.has("capacity")) ch.capacity = c.at("capacity").int_in(1);
   return ch;
+}
+
+NetworkSpec::Speed parse_speed(const Field& e, std::size_t i, const std::filesystem::path& base_dir,
+                               const RateParser& rates) {
+  e.require_object();
+  e.check_keys({"stage", "speed"}, "a stage");
+  NetworkSpec::Speed sp;
+  sp.field = fmt::format("stages[{}]", i);
+  sp.stage = stage_index(e.at("stage"));
+  if (e.has("speed")) sp.speed = rates.parse_shared(e.at("speed"), base_dir);
+  return sp;
 }
 
 }  // namespace
@@ -54,12 +74,12 @@ NetworkSpec::Channel parse_channel(const Field& c, std::size_t i, const std::fil
 NetworkSpec parse_network_spec(const nlohmann::json& doc, const std::string& source, const RateParser& rates) {
   Field root(doc, source);
   root.require_object();
+  root.check_keys({"latency_s", "default", "channels", "stages"}, "a network");
   const std::filesystem::path base_dir = std::filesystem::path(source).parent_path();
   NetworkSpec spec;
   spec.source = source;
-  spec.latency_s = root.non_negative_or("latency_s", 0.0);
-  if (root.has("default"))
-    spec.default_rate = std::make_shared<const RateTrace>(rates.parse(root.at("default"), base_dir));
+  if (root.has("latency_s")) spec.latency_s = read_time(root.at("latency_s"));
+  if (root.has("default")) spec.default_rate = rates.parse_shared(root.at("default"), base_dir);
   if (root.has("channels")) {
     Field chans = root.at("channels");
     for (std::size_t i = 0; i < chans.size(); ++i) {
@@ -73,16 +93,9 @@ NetworkSpec parse_network_spec(const nlohmann::json& doc, const std::string& sou
   if (root.has("stages")) {
     Field st = root.at("stages");
     for (std::size_t i = 0; i < st.size(); ++i) {
-      Field e = st.at(i);
-      e.require_object();
-      NetworkSpec::Speed sp;
-      sp.field = fmt::format("stages[{}]", i);
-      const auto s = e.at("stage").integer();
-      if (s < 0) e.at("stage").fail(fmt::format("stage {} does not exist (stages are numbered from 0)", s));
-      sp.stage = static_cast<int>(s);
+      NetworkSpec::Speed sp = parse_speed(st.at(i), i, base_dir, rates);
       for (const auto& other : spec.speeds)
-        if (other.stage == sp.stage) e.at("stage").fail(fmt::format("stage {} is listed twice", s));
-      if (e.has("speed")) sp.speed = std::make_shared<const RateTrace>(rates.parse(e.at("speed"), base_dir));
+        if (other.stage == sp.stage) st.at(i).at("stage").fail(fmt::format("stage {} is listed twice", sp.stage));
       spec.speeds.push_back(std::move(sp));
     }
   }

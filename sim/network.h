@@ -25,8 +25,6 @@
 
 namespace adagrouper::sim {
 
-using RatePtr = std::shared_ptr<const RateTrace>;
-
 // One directed channel as a run sees it.
 struct ChannelSpec {
   int from = 0, to = 0;

@@ -6,28 +6,71 @@
 #include <fmt/format.h>
 
 #include "json_util.h"
+#include "rate_forms.h"
 
 namespace adagrouper::sim {
 
 namespace {
+
+double read_bytes(const Field& f) { return f.number_in(0, kMaxBytes, "the largest byte count an input may give"); }
 
 // backward_input_s, backward_weight_s and weight_grad_bytes of one profile entry
 // (docs/model.md §14): each at most what it may be.
 void read_split_backward(const Field& e, ProfilePoint& pt) {
   for (const char* key : {"backward_input_s", "backward_weight_s"}) {
     if (!e.has(key)) continue;
-    const double v = e.at(key).non_negative();
+    const double v = read_time(e.at(key));
     if (v > pt.backward_s && !(e.has("backward_input_s") && e.has("backward_weight_s")))
       e.at(key).fail(fmt::format("must be <= backward_s {} (the other half is backward_s minus it)", pt.backward_s));
     (std::string_view(key) == "backward_input_s" ? pt.backward_input_s : pt.backward_weight_s) = v;
   }
   if (e.has("weight_grad_bytes")) {
-    pt.weight_grad_bytes = e.at("weight_grad_bytes").non_negative();
+    pt.weight_grad_bytes = read_bytes(e.at("weight_grad_bytes"));
     if (*pt.weight_grad_bytes > pt.activation_bytes)
       e.at("weight_grad_bytes")
           .fail(fmt::format("must be <= activation_bytes {} (W keeps a part of the activations)",
                             pt.activation_bytes));
   }
+}
+
+ProfilePoint read_point(const Field& e, bool last) {
+  e.require_object();
+  e.check_keys({"micro_batch_size", "forward_s", "backward_s", "activation_bytes", "output_bytes",
+                "grad_output_bytes", "backward_input_s", "backward_weight_s", "weight_grad_bytes"},
+               "a profile entry");
+  ProfilePoint pt;
+  pt.micro_batch_size = e.at("micro_batch_size").int_in(1, kMaxBatchSize);
+  pt.forward_s = read_time(e.at("forward_s"));
+  pt.backward_s = read_time(e.at("backward_s"));
+  pt.activation_bytes = read_bytes(e.at("activation_bytes"));
+  pt.output_bytes = e.has("output_bytes") ? read_bytes(e.at("output_bytes")) : 0.0;
+  if (!last && !e.has("output_bytes")) e.at("output_bytes");  // required: reports the field
+  if (e.has("grad_output_bytes")) pt.grad_output_bytes = read_bytes(e.at("grad_output_bytes"));
+  read_split_backward(e, pt);
+  return pt;
+}
+
+StageSpec read_stage(const Field& st, bool last) {
+  st.require_object();
+  // layers and layer_names: what `partition` cut into the stage (informational).
+  st.check_keys({"static_bytes", "optimizer_s", "profile", "layers", "layer_names"}, "a stage");
+  StageSpec spec;
+  if (st.has("static_bytes")) spec.static_bytes = read_bytes(st.at("static_bytes"));
+  if (st.has("optimizer_s")) spec.optimizer_s = read_time(st.at("optimizer_s"));
+  Field prof = st.at("profile");
+  if (prof.size() == 0) prof.fail("empty profile: list at least one micro-batch size");
+  std::size_t with_grad = 0;
+  for (std::size_t i = 0; i < prof.size(); ++i) {
+    const Field e = prof.at(i);
+    const ProfilePoint pt = read_point(e, last);
+    with_grad += pt.grad_output_bytes.has_value();
+    if (!spec.profile.empty() && pt.micro_batch_size <= spec.profile.back().micro_batch_size)
+      e.at("micro_batch_size").fail("profile entries must have strictly increasing micro_batch_size");
+    spec.profile.push_back(pt);
+  }
+  if (with_grad != 0 && with_grad != spec.profile.size())
+    prof.fail("grad_output_bytes must be given on every entry or on none");
+  return spec;
 }
 
 }  // namespace
@@ -49,48 +92,21 @@ Pipeline load_pipeline(const std::filesystem::path& path) {
 Pipeline parse_pipeline(const nlohmann::json& doc, const std::string& source) {
   Field root(doc, source);
   root.require_object();
+  // partition: how `partition` cut the model (informational).
+  root.check_keys({"name", "global_batch_size", "memory_limit_bytes", "stages", "partition"}, "a pipeline");
   Pipeline p;
   p.source = source;
-  p.name = root.has("name") ? root.at("name").string()
-                            : std::filesystem::path(source).stem().string();
-  p.global_batch_size = static_cast<int>(root.at("global_batch_size").integer_at_least(1));
-  if (root.has("memory_limit_bytes")) p.memory_limit_bytes = root.at("memory_limit_bytes").positive();
-
+  p.name = utf8_safe(root.has("name") ? root.at("name").string() : std::filesystem::path(source).stem().string());
+  p.global_batch_size = root.at("global_batch_size").int_in(1, kMaxBatchSize);
+  if (root.has("memory_limit_bytes")) {
+    p.memory_limit_bytes = read_bytes(root.at("memory_limit_bytes"));
+    if (!(*p.memory_limit_bytes > 0)) root.at("memory_limit_bytes").positive();  // reports "must be > 0"
+  }
   Field stages = root.at("stages");
   if (stages.size() == 0) stages.fail("must list at least one stage");
-  for (std::size_t s = 0; s < stages.size(); ++s) {
-    Field st = stages.at(s);
-    st.require_object();
-    StageSpec spec;
-    spec.static_bytes = st.non_negative_or("static_bytes", 0.0);
-    spec.optimizer_s = st.non_negative_or("optimizer_s", 0.0);
-    Field prof = st.at("profile");
-    if (prof.size() == 0) prof.fail("empty profile: list at least one micro-batch size");
-    std::size_t with_grad = 0;
-    for (std::size_t i = 0; i < prof.size(); ++i) {
-      Field e = prof.at(i);
-      e.require_object();
-      ProfilePoint pt;
-      pt.micro_batch_size = static_cast<int>(e.at("micro_batch_size").integer_at_least(1));
-      pt.forward_s = e.at("forward_s").non_negative();
-      pt.backward_s = e.at("backward_s").non_negative();
-      pt.activation_bytes = e.at("activation_bytes").non_negative();
-      const bool last = s + 1 == stages.size();
-      pt.output_bytes = e.has("output_bytes") ? e.at("output_bytes").non_negative() : 0.0;
-      if (!last && !e.has("output_bytes")) e.at("output_bytes");  // required: reports the field
-      if (e.has("grad_output_bytes")) {
-        pt.grad_output_bytes = e.at("grad_output_bytes").non_negative();
-        ++with_grad;
-      }
-      read_split_backward(e, pt);
-      if (!spec.profile.empty() && pt.micro_batch_size <= spec.profile.back().micro_batch_size)
-        e.at("micro_batch_size").fail("profile entries must have strictly increasing micro_batch_size");
-      spec.profile.push_back(pt);
-    }
-    if (with_grad != 0 && with_grad != spec.profile.size())
-      prof.fail("grad_output_bytes must be given on every entry or on none");
-    p.stages.push_back(std::move(spec));
-  }
+  if (stages.size() > static_cast<std::size_t>(kMaxStages))
+    stages.fail(fmt::format("lists {} stages, more than the {} a pipeline may have", stages.size(), kMaxStages));
+  for (std::size_t s = 0; s < stages.size(); ++s) p.stages.push_back(read_stage(stages.at(s), s + 1 == stages.size()));
   return p;
 }
 
@@ -135,6 +151,12 @@ std::vector<StageParams> Pipeline::at(int b, const std::string& what) const {
     throw InputError(fmt::format("{}: micro-batch size {} does not divide global_batch_size {} of {}",
                                  what, b, global_batch_size, source));
   const int S = num_stages();
+  const long long M = global_batch_size / b, ops = 2 * M * S;
+  if (ops > kMaxOps)
+    throw InputError(fmt::format("{}: micro-batch size {} gives M = {} micro-batches on {} stages, {} ops an iteration: "
+                                 "more than the {} a run may hold (every op takes memory in the schedule and the "
+                                 "simulation)",
+                                 what, b, M, S, ops, kMaxOps));
   std::vector<StageParams> out(S);
   for (int s = 0; s < S; ++s) {
     const auto& pr = stages[s].profile;

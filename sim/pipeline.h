@@ -11,6 +11,20 @@
 
 namespace adagrouper::sim {
 
+// Largest global and micro-batch size an input may give (so that M, k and the loops
+// over sizes stay far from the limits of int).
+inline constexpr int kMaxBatchSize = 1 << 24;
+// Most stages a pipeline may have: a network between S stages holds S x S channels.
+inline constexpr int kMaxStages = 4096;
+// Most compute ops one iteration may have (2 x M x model stages): the schedule and the
+// evaluators hold every op.
+inline constexpr long long kMaxOps = 1LL << 26;
+// Most iterations one run may simulate.
+inline constexpr int kMaxIterations = 1'000'000;
+// Largest byte count an input may give (so that sums over stages and micro-batches stay
+// finite).
+inline constexpr double kMaxBytes = 1e18;
+
 struct ProfilePoint {
   int micro_batch_size = 0;
   double forward_s = 0, backward_s = 0;

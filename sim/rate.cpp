@@ -5,7 +5,47 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "error.h"
+
 namespace adagrouper::sim {
+
+std::string time_error(double t) {
+  if (!(t >= 0)) return fmt::format("{} is negative", t);
+  if (t > kMaxTime)
+    return fmt::format("{} s is beyond the {} s (2^22 s, 48.5 days) that the model resolves to 1 ns", t, kMaxTime);
+  return {};
+}
+
+std::string period_error(double p) {
+  if (p < kTimeResolution)
+    return fmt::format("{} s is shorter than the model's time resolution of 1 ns", p);
+  return time_error(p);
+}
+
+std::string gap_error(double previous, double t) {
+  // Half the resolution: times written to 1 ns (%.9f) are 1 ns apart to within rounding.
+  if (t - previous < 0.5 * kTimeResolution)
+    return fmt::format("{} is closer than the model's time resolution of 1 ns to the previous time {}", t, previous);
+  return {};
+}
+
+std::string rate_error(double v) {
+  if (!(v >= 0)) return fmt::format("{} is negative", v);
+  if (v > 0 && v < kMinRate) return fmt::format("{} is below {}, the smallest rate other than 0", v, kMinRate);
+  if (v > kMaxRate) return fmt::format("{} is above {}, the largest rate", v, kMaxRate);
+  return {};
+}
+
+std::string RateTrace::scale_error() const {
+  if (repeat_s_ > 0)
+    if (std::string e = period_error(repeat_s_); !e.empty()) return "period " + e;
+  if (std::string e = time_error(times_.back()); !e.empty()) return "time " + e;
+  for (const double v : values_)
+    if (std::string e = rate_error(v); !e.empty()) return "value " + e;
+  return {};
+}
 
 RateTrace RateTrace::constant(double rate) { return piecewise({0.0}, {rate}, 0.0); }
 
@@ -159,8 +199,15 @@ double RateCursor::finish_slow(double t0, double work) {
     }
   }
 
+  // After the skip, at most about two periods are left; rounding that swallows a period
+  // (a tiny period at a late time) would loop forever instead.
+  const std::size_t max_steps = 4 * n + 16;
   double t = t0;
-  for (;;) {
+  for (std::size_t step = 0;; ++step) {
+    if (step > max_steps)
+      throw SimError(fmt::format("a rate trace cannot be followed at t = {} s: rounding swallows its segments "
+                                 "(period {} s; past {} s, times resolve less than 1 ns)",
+                                 t, period, kMaxTime));
     const double v = tr.values_[seg_];
     double end;
     if (seg_ + 1 < n) {

@@ -11,11 +11,28 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace adagrouper::sim {
 
 inline constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// The scale of the model's inputs. Up to 2^22 s (48.5 days) a double tells apart two
+// times 1 ns apart, so inputs give times in [0, kMaxTime], periods and gaps between a
+// trace's points of at least kTimeResolution, and rates and speeds of 0 or in
+// [kMinRate, kMaxRate] (so that bytes / rate and rate x time stay finite).
+inline constexpr double kTimeResolution = 1e-9;
+inline constexpr double kMaxTime = 4194304.0;  // 2^22 s
+inline constexpr double kMinRate = 1e-9;
+inline constexpr double kMaxRate = 1e18;
+
+// Why a value cannot be one of an input's times, periods, rates (empty when it can):
+// for messages that name the file and the field or line.
+std::string time_error(double t);                 // a time or length in [0, kMaxTime]
+std::string period_error(double p);               // a period or duration in [kTimeResolution, kMaxTime]
+std::string gap_error(double previous, double t);  // t at least kTimeResolution after previous
+std::string rate_error(double v);                 // 0, or in [kMinRate, kMaxRate]
 
 class RateTrace {
  public:
@@ -45,6 +62,9 @@ class RateTrace {
   double finish(double t0, double work) const;
   // Whether the rate is 0 from some time on forever (and from when).
   bool zero_forever_after(double* from) const;
+  // Why this trace breaks the input scale above (its times, period or values; not the
+  // gaps, which generated traces may make finer), or empty.
+  std::string scale_error() const;
 
  private:
   friend class RateCursor;

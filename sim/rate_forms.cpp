@@ -1,4 +1,4 @@
-// The two rate forms the simulator core reads itself.
+// The two rate forms the simulator core reads itself, and the reads of the input scale.
 #include "rate_forms.h"
 
 #include <stdexcept>
@@ -10,9 +10,28 @@
 
 namespace adagrouper::sim {
 
+double read_time(const Field& f) {
+  const double v = f.non_negative();
+  if (const std::string e = time_error(v); !e.empty()) f.fail(e);
+  return v;
+}
+
+double read_period(const Field& f) {
+  const double v = f.positive();
+  if (const std::string e = period_error(v); !e.empty()) f.fail(e);
+  return v;
+}
+
+double read_rate(const Field& f) {
+  const double v = f.non_negative();
+  if (const std::string e = rate_error(v); !e.empty()) f.fail(e);
+  return v;
+}
+
 namespace {
 
 RateTrace parse_points(const Field& rate) {
+  rate.check_keys({"points", "repeat_s"}, "a points rate");
   Field pts = rate.at("points");
   if (pts.size() == 0) pts.fail("must list at least one [time, value] point");
   std::vector<double> times, values;
@@ -21,19 +40,22 @@ RateTrace parse_points(const Field& rate) {
   for (std::size_t i = 0; i < pts.size(); ++i) {
     Field p = pts.at(i);
     if (!p.is_array() || p.size() != 2) p.fail("must be a [time, value] pair");
-    double t = p.at(std::size_t{0}).non_negative();
-    double v = p.at(std::size_t{1}).non_negative();
+    const double t = read_time(p.at(std::size_t{0}));
+    const double v = read_rate(p.at(std::size_t{1}));
     if (i == 0 && t != 0) p.fail(fmt::format("trace times must start at 0, got {}", t));
     if (i > 0 && !(t > times.back()))
       p.fail(fmt::format("trace times must be strictly increasing ({} after {})", t, times.back()));
+    if (i > 0)
+      if (const std::string e = gap_error(times.back(), t); !e.empty()) p.fail(e);
     times.push_back(t);
     values.push_back(v);
   }
   double repeat = 0;
   if (rate.has("repeat_s")) {
-    repeat = rate.at("repeat_s").positive();
+    repeat = read_period(rate.at("repeat_s"));
     if (!(repeat > times.back()))
       rate.at("repeat_s").fail(fmt::format("must be larger than the last point's time {}", times.back()));
+    if (const std::string e = gap_error(times.back(), repeat); !e.empty()) rate.at("repeat_s").fail(e);
   }
   try {
     return RateTrace::piecewise(std::move(times), std::move(values), repeat);
@@ -47,8 +69,8 @@ RateTrace parse_points(const Field& rate) {
 std::optional<RateTrace> parse_basic_rate(const Field& rate) {
   rate.require_object();
   if (rate.has("constant")) {
-    if (rate.json().size() != 1) rate.fail("a constant rate has only the field \"constant\"");
-    return RateTrace::constant(rate.at("constant").non_negative());
+    rate.check_keys({"constant"}, "a constant rate");
+    return RateTrace::constant(read_rate(rate.at("constant")));
   }
   if (rate.has("points")) return parse_points(rate);
   return std::nullopt;

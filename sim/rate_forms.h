@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 #include "rate.h"
@@ -17,12 +18,19 @@ class Field;
 
 namespace adagrouper::sim {
 
+using RatePtr = std::shared_ptr<const RateTrace>;
+
 class RateParser {
  public:
   virtual ~RateParser() = default;
   // The trace `rate` describes; base_dir is the directory of the referring file.
   // Throws InputError naming the file and the field.
   virtual RateTrace parse(const Field& rate, const std::filesystem::path& base_dir) const = 0;
+  // The same, shared: a parser that has read an equal rate before may hand out the same
+  // trace again (the default makes a new one).
+  virtual RatePtr parse_shared(const Field& rate, const std::filesystem::path& base_dir) const {
+    return std::make_shared<const RateTrace>(parse(rate, base_dir));
+  }
 };
 
 // {"constant": R} or {"points": [[t, R], ...], "repeat_s": P}; nullopt for any other
@@ -34,5 +42,10 @@ class BasicRates final : public RateParser {
  public:
   RateTrace parse(const Field& rate, const std::filesystem::path& base_dir) const override;
 };
+
+// Reads of the input scale (rate.h), InputErrors naming the file and the field:
+double read_time(const Field& f);    // a time, length or latency in [0, kMaxTime]
+double read_period(const Field& f);  // a period or duration in [kTimeResolution, kMaxTime]
+double read_rate(const Field& f);    // a rate or speed: 0, or in [kMinRate, kMaxRate]
 
 }  // namespace adagrouper::sim

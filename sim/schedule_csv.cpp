@@ -5,15 +5,14 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "error.h"
+#include "json_util.h"
 
 namespace adagrouper::sim {
 
@@ -132,6 +131,8 @@ std::vector<int> placement_of(const Rows& rows, const std::string& source, int m
   for (const auto& row : rows)
     for (const Listed& l : row) J = std::max(J, l.op.model_stage + 1);
   if (J == 0) throw InputError(fmt::format("{}: lists no action", source));
+  if (J > model_stages)  // before the tables below are sized by J
+    throw InputError(fmt::format("{}: lists {} model stages, the pipeline has {}", source, J, model_stages));
   std::vector<int> row_of(J, -1);
   std::vector<Where> first(J);
   for (int r = 0; r < static_cast<int>(rows.size()); ++r)
@@ -237,11 +238,7 @@ Schedule parse_torch_csv(std::string_view text, const std::string& source, int m
 }
 
 Schedule load_torch_csv(const std::filesystem::path& path, int model_stages, int micro_batches) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_torch_csv(text.str(), path.string(), model_stages, micro_batches);
+  return parse_torch_csv(read_text_file(path), path.string(), model_stages, micro_batches);
 }
 
 std::string torch_csv(const Schedule& sch) {

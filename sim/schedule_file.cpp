@@ -27,15 +27,18 @@ Op parse_op(const Field& f) {
     f.fail(fmt::format("op '{}' is not of the form F<m> or B<m>", s));
   }
   f.require_object();
+  f.check_keys({"op", "micro_batch"}, "an op");
   const std::string kind = f.at("op").string();
   if (kind != "forward" && kind != "backward") f.at("op").fail("must be \"forward\" or \"backward\"");
-  const auto m = f.at("micro_batch").integer_at_least(0);
-  return {kind == "forward" ? Phase::Forward : Phase::Backward, static_cast<std::int32_t>(m)};
+  const int m = f.at("micro_batch").int_in(0);
+  return {kind == "forward" ? Phase::Forward : Phase::Backward, m};
 }
 
 // PyTorch's CSV: a ".csv" name, or a first non-blank character that starts a CSV row.
 bool is_torch_csv(const std::filesystem::path& path) {
   if (path.extension() == ".csv") return true;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return false;  // read_json_file says so
   std::ifstream in(path, std::ios::binary);
   char c = 0;
   while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
@@ -50,6 +53,7 @@ Schedule load_schedule_file(const std::filesystem::path& path, int S, int M) {
   const auto doc = read_json_file(path);
   Field root(doc, path.string());
   root.require_object();
+  root.check_keys({"stages"}, "a schedule file");
   Schedule sch;
   sch.spec = ScheduleSpec::custom();
   sch.k = 0;

@@ -375,8 +375,6 @@ TEST(NetworkFile, BadInputNamesFileAndField) {
       {"repeat before the last point", R"({"default": {"points": [[0, 1], [5, 2]], "repeat_s": 5}})",
        "default.repeat_s", "larger than the last point"},
       {"repeat zero", R"({"default": {"points": [[0, 1]], "repeat_s": 0}})", "default.repeat_s", "> 0"},
-      {"constant with extra field", R"({"default": {"constant": 1, "points": [[0, 1]]}})", "default",
-       "only the field"},
       {"unknown rate form", R"({"default": {"bandwidth": 1}})", "default", "unknown rate form"},
       {"rate not an object", R"({"default": 5})", "default", "must be an object"},
       {"channel to itself", R"({"channels": [{"from": 1, "to": 1}]})", "channels[0]", "joins a stage to itself"},
@@ -457,7 +455,7 @@ TEST(ScheduleFile, BadInputNamesFileAndField) {
       {"micro-batch out of range", R"({"stages": [["F0", "F1", "B0", "B1"], ["F0", "B0", "F5", "B1"]]})",
        "stages[1][2]", "micro-batch 5 does not exist"},
       {"wrong number of stages", R"({"stages": [["F0", "F1", "B0", "B1"]]})", "stages", "lists 1 stages"},
-      {"missing stages", R"({"order": []})", "stages", "missing field"},
+      {"missing stages", R"({})", "stages", "missing field"},
       {"stage not an array", R"({"stages": [["F0", "F1", "B0", "B1"], "F0 B0 F1 B1"]})", "stages[1]",
        "must be an array"},
   };
