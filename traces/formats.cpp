@@ -7,9 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
@@ -43,6 +41,11 @@ std::string_view trim(std::string_view s) {
   while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r' || s[e - 1] == '\f' || s[e - 1] == '\v'))
     --e;
   return s.substr(b, e - b);
+}
+
+// The text without a leading UTF-8 byte order mark.
+std::string_view without_bom(std::string_view text) {
+  return text.substr(0, 3) == "\xEF\xBB\xBF" ? text.substr(3) : text;
 }
 
 // Lines of a text, numbered from 1, trimmed.
@@ -102,15 +105,54 @@ bool is_comment(std::string_view line, bool percent_too) {
 // ---------------------------------------------------------------------------------
 // CSV (time_s,value) and transfer samples (time_s,bytes,duration_s)
 
+// Data lines (neither blank nor comments) of a text: at least its points, counted before
+// anything is allocated for them. Refuses more than a trace may hold.
+std::size_t check_points(std::string_view text, const std::string& source, bool percent_too) {
+  Lines lines(text);
+  std::string_view line;
+  std::size_t n = 0;
+  while (lines.next(line)) n += !line.empty() && !is_comment(line, percent_too);
+  if (n > kMaxPoints + 1)  // + 1: a header line
+    throw InputError(fmt::format("{}: {} data lines, more than the {} points a trace may have (reading them would "
+                                 "take about {:.1f} GiB)",
+                                 source, n, kMaxPoints, static_cast<double>(n) * 24.0 / (1 << 30)));
+  return n;
+}
+
+// The value a row gives: the CSV's value, or a transfer sample's effective rate.
+double row_value(const std::array<double, 3>& v, const std::string& source, std::size_t ln, const LoadOptions& opt,
+                 bool samples) {
+  if (!samples) {
+    if (v[1] < 0) fail_line(source, ln, fmt::format("value: must be >= 0, got {}", v[1]));
+    if (const std::string e = sim::rate_error(v[1]); !e.empty()) fail_line(source, ln, "value: " + e);
+    return v[1];
+  }
+  if (v[1] < 0) fail_line(source, ln, fmt::format("bytes: must be >= 0, got {}", v[1]));
+  const double net = v[2] - opt.latency_s;
+  if (!(net > 0))
+    fail_line(source, ln,
+              opt.latency_s > 0
+                  ? fmt::format("duration_s: {} is not larger than the latency {} s: no effective rate", v[2],
+                                opt.latency_s)
+                  : fmt::format("duration_s: must be > 0, got {}", v[2]));
+  if (const std::string e = sim::time_error(v[2]); !e.empty()) fail_line(source, ln, "duration_s: " + e);
+  const double value = v[1] / net;
+  if (!std::isfinite(value)) fail_line(source, ln, "the effective rate bytes / (duration_s - latency) overflows");
+  if (const std::string e = sim::rate_error(value); !e.empty())
+    fail_line(source, ln, "the effective rate bytes / (duration_s - latency): " + e);
+  return value;
+}
+
 Loaded parse_csv_like(std::string_view text, const std::string& source, const LoadOptions& opt, bool samples) {
   const std::size_t columns = samples ? 3 : 2;
   const char* const layout = samples ? "time_s,bytes,duration_s" : "time_s,value";
   const std::array<const char*, 3> names = samples ? std::array<const char*, 3>{"time_s", "bytes", "duration_s"}
                                                    : std::array<const char*, 3>{"time_s", "value", ""};
+  TraceBuilder b;
+  b.reserve(check_points(text, source, false));
   Lines lines(text);
   std::string_view line;
   std::array<std::string_view, 8> fields;
-  TraceBuilder b;
   bool first_row = true, seen_content = false;
   double origin = 0.0, prev_time = 0.0, prev_rel = 0.0, span = 0.0;
   std::size_t prev_line = 0;
@@ -148,24 +190,13 @@ Loaded parse_csv_like(std::string_view text, const std::string& source, const Lo
                 t == prev_time ? fmt::format("time_s: {} repeats the time of line {}", t, prev_line)
                                : fmt::format("time_s: {} goes backwards (line {} has {})", t, prev_line, prev_time));
     }
-    double value = v[1];
-    if (samples) {
-      if (v[1] < 0) fail_line(source, ln, fmt::format("bytes: must be >= 0, got {}", v[1]));
-      const double net = v[2] - opt.latency_s;
-      if (!(net > 0))
-        fail_line(source, ln,
-                  opt.latency_s > 0
-                      ? fmt::format("duration_s: {} is not larger than the latency {} s: no effective rate", v[2],
-                                    opt.latency_s)
-                      : fmt::format("duration_s: must be > 0, got {}", v[2]));
-      value = v[1] / net;
-      if (!std::isfinite(value)) fail_line(source, ln, "the effective rate bytes / (duration_s - latency) overflows");
-    } else if (value < 0) {
-      fail_line(source, ln, fmt::format("value: must be >= 0, got {}", value));
-    }
+    const double value = row_value(v, source, ln, opt, samples);
     const double rel = t - origin;
     if (!first_row && !(rel > prev_rel))  // two absolute times that rebasing made equal
       fail_line(source, ln, fmt::format("time_s: {} is too close to the previous time to be told apart", t));
+    if (const std::string e = sim::time_error(rel); !e.empty()) fail_line(source, ln, "time_s: " + e);
+    if (!first_row)
+      if (const std::string e = sim::gap_error(prev_rel, rel); !e.empty()) fail_line(source, ln, "time_s: " + e);
     try {
       b.add(rel, value);
     } catch (const std::length_error&) {
@@ -178,6 +209,8 @@ Loaded parse_csv_like(std::string_view text, const std::string& source, const Lo
     first_row = false;
   }
   if (first_row) throw InputError(fmt::format("{}: no data rows ({}): the trace is empty", source, layout));
+  if (const std::string e = sim::time_error(span); !e.empty())
+    fail_line(source, prev_line, "the last transfer ends at " + e);
   return {b.finish(span), samples ? Format::samples : Format::csv};
 }
 
@@ -216,9 +249,11 @@ class SimgridLoop {
     if (!err.empty()) fail_line(source, ln, fmt::format("{}: {}: \"{}\"", w.at[0], err, w.at[1]));
     if (w.at[0] == "PERIODICITY") {
       if (!(x > 0)) fail_line(source, ln, fmt::format("PERIODICITY: must be > 0, got {}", x));
+      if (const std::string e = sim::period_error(x); !e.empty()) fail_line(source, ln, "PERIODICITY: " + e);
       periodicity_ = x;
     } else {
       if (x < 0) fail_line(source, ln, fmt::format("LOOPAFTER: must be >= 0, got {}", x));
+      if (const std::string e = sim::time_error(x); !e.empty()) fail_line(source, ln, "LOOPAFTER: " + e);
       loop_after_ = x;
     }
     line_ = ln;
@@ -229,11 +264,18 @@ class SimgridLoop {
     if (periodicity_ > 0) {
       if (periodicity_ < last)
         fail_line(source, line_, fmt::format("PERIODICITY {} is shorter than the last date {}", periodicity_, last));
+      if (periodicity_ > last)
+        if (const std::string e = sim::gap_error(last, periodicity_); !e.empty())
+          fail_line(source, line_, "PERIODICITY " + e);
       return periodicity_;
     }
     if (loop_after_ < 0) return 0.0;
     const double period = last + loop_after_;
     if (!(period > 0)) fail_line(source, line_, "LOOPAFTER 0 after a single date at 0: the period is 0");
+    if (const std::string e = sim::period_error(period); !e.empty())
+      fail_line(source, line_, "LOOPAFTER: the period (the last date + LOOPAFTER) " + e);
+    if (period > last)
+      if (const std::string e = sim::gap_error(last, period); !e.empty()) fail_line(source, line_, "LOOPAFTER: " + e);
     return period;
   }
 
@@ -257,13 +299,15 @@ std::pair<double, double> simgrid_point(const Words& w, const std::string& sourc
   err = to_number(w.at[1], value);
   if (!err.empty()) fail_line(source, ln, fmt::format("value: {}: \"{}\"", err, w.at[1]));
   if (value < 0) fail_line(source, ln, fmt::format("value: must be >= 0, got {}", value));
+  if (const std::string e = sim::rate_error(value); !e.empty()) fail_line(source, ln, "value: " + e);
   return {date, value};
 }
 
 Loaded parse_simgrid(std::string_view text, const std::string& source, const LoadOptions& opt) {
+  TraceBuilder b;
+  b.reserve(check_points(text, source, true));
   Lines lines(text);
   std::string_view line;
-  TraceBuilder b;
   SimgridLoop loop;
   bool first = true;
   double origin = 0.0, prev = 0.0;
@@ -287,7 +331,11 @@ Loaded parse_simgrid(std::string_view text, const std::string& source, const Loa
       }
     } else if (date < prev) {
       fail_line(source, ln, fmt::format("date {} goes backwards (after {})", date, prev));
+    } else if (date > prev) {  // an equal date replaces the previous value
+      if (const std::string e = sim::gap_error(prev - origin, date - origin); !e.empty())
+        fail_line(source, ln, "date " + e);
     }
+    if (const std::string e = sim::time_error(date - origin); !e.empty()) fail_line(source, ln, "date " + e);
     prev = date;
     first = false;
     try {
@@ -315,7 +363,7 @@ Loaded parse_iperf3(const nlohmann::json& doc, const std::string& source) {
   if (root.has("error")) {
     const auto& e = doc["error"];
     throw InputError(fmt::format("{}: error: iperf3 reported an error: \"{}\"", source,
-                                 e.is_string() ? e.get<std::string>() : e.dump()));
+                                 e.is_string() ? utf8_safe(e.get<std::string>()) : describe_json(e)));
   }
   const Field intervals = root.at("intervals");
   const std::size_t n = intervals.size();
@@ -329,14 +377,17 @@ Loaded parse_iperf3(const nlohmann::json& doc, const std::string& source) {
     const Field sum = iv.at("sum");
     sum.require_object();
     if (sum.has("omitted") && sum.at("omitted").boolean()) continue;
-    const double start = sum.at("start").non_negative();
-    const double end = sum.at("end").non_negative();
+    const double start = sim::read_time(sum.at("start"));
+    const double end = sim::read_time(sum.at("end"));
     if (!(end > start)) sum.at("end").fail(fmt::format("must be larger than start {}, got {}", start, end));
     const double bps = sum.at("bits_per_second").non_negative();
+    if (const std::string e = sim::rate_error(bps / 8.0); !e.empty()) sum.at("bits_per_second").fail("/ 8: " + e);
     if (first) {
       origin = start;
     } else if (!(start > prev_start)) {
       sum.at("start").fail(fmt::format("goes backwards ({} after {})", start, prev_start));
+    } else if (const std::string e = sim::gap_error(prev_start, start); !e.empty()) {
+      sum.at("start").fail(e);
     }
     prev_start = start;
     last_end = end;
@@ -347,24 +398,12 @@ Loaded parse_iperf3(const nlohmann::json& doc, const std::string& source) {
   return {b.finish(last_end - origin), Format::iperf3};
 }
 
-nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
-    std::string what = e.what();
-    const auto colon = what.find(": ", what.find("parse error"));
-    throw InputError(
-        fmt::format("{}: invalid JSON: {}", source, colon == std::string::npos ? what : what.substr(colon + 2)));
-  }
-}
-
-// The project's JSON: a rate form with an optional "unit".
-Trace parse_project_json(const nlohmann::json& doc, const std::string& source, const std::filesystem::path& base_dir,
-                         int depth) {
+// The project's JSON: a rate form with an optional "unit" (taken out of the document).
+Trace parse_project_json(nlohmann::json doc, const std::string& source, const std::filesystem::path& base_dir,
+                         int depth, detail::TraceCache* cache) {
   Field root(doc, source);
   root.require_object();
   double factor = 1.0;
-  nlohmann::json body = doc;
   if (root.has("unit")) {
     const std::string unit = root.at("unit").string();
     if (unit == "bits_per_s") {
@@ -372,11 +411,20 @@ Trace parse_project_json(const nlohmann::json& doc, const std::string& source, c
     } else if (unit != "bytes_per_s" && unit != "factor") {
       root.at("unit").fail(fmt::format("unknown unit \"{}\" (bytes_per_s, bits_per_s or factor)", unit));
     }
-    body.erase("unit");
+    doc.erase("unit");
   }
-  body.erase("description");
-  Trace t = detail::resolve(Field(body, source), base_dir, depth + 1);
+  Trace t = detail::resolve(Field(doc, source), base_dir, depth + 1, cache);
   return factor == 1.0 ? t : scale(t, factor);
+}
+
+// A JSON trace's document, refused before parsing when it holds more arrays (a point is
+// one) than a trace may have points.
+nlohmann::json trace_json(std::string_view text, const std::string& source) {
+  const auto arrays = static_cast<std::size_t>(std::count(text.begin(), text.end(), '['));
+  if (arrays > kMaxPoints + 16)
+    throw InputError(fmt::format("{}: {} arrays, more points than the {} a trace may have", source, arrays,
+                                 kMaxPoints));
+  return adagrouper::parse_json_text(text, source);
 }
 
 std::string fmt_num(double v) { return fmt::format("{}", v); }
@@ -436,8 +484,8 @@ Format detect_format(std::string_view text, const std::string& source) {
 namespace detail {
 
 Loaded parse_text(std::string_view text, const std::string& source, const LoadOptions& options,
-                  const std::filesystem::path& base_dir, int depth) {
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // a UTF-8 byte order mark
+                  const std::filesystem::path& base_dir, int depth, TraceCache* cache) {
+  text = without_bom(text);
   const Format f = options.format ? *options.format : detect_format(text, source);
   switch (f) {
     case Format::csv:
@@ -447,32 +495,19 @@ Loaded parse_text(std::string_view text, const std::string& source, const LoadOp
     case Format::simgrid:
       return parse_simgrid(text, source, options);
     case Format::iperf3:
-      return parse_iperf3(parse_json_text(text, source), source);
+      return parse_iperf3(trace_json(text, source), source);
     case Format::json: {
-      const nlohmann::json doc = parse_json_text(text, source);
+      nlohmann::json doc = trace_json(text, source);
       // Detection cannot tell iperf3's JSON from ours by the first line.
       if (!options.format && looks_like_iperf3(doc)) return parse_iperf3(doc, source);
-      return {parse_project_json(doc, source, base_dir, depth), Format::json};
+      return {parse_project_json(std::move(doc), source, base_dir, depth, cache), Format::json};
     }
   }
   throw InputError(fmt::format("{}: unknown format", source));
 }
 
-Loaded load_file(const std::filesystem::path& path, const LoadOptions& options, int depth) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory", path.string()));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path.string()));
-  std::string text;
-  in.seekg(0, std::ios::end);
-  const auto size = in.tellg();
-  if (size > 0) {
-    text.resize(static_cast<std::size_t>(size));
-    in.seekg(0, std::ios::beg);
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  }
-  if (!in && !in.eof()) throw InputError(fmt::format("{}: cannot read file", path.string()));
-  return parse_text(text, path.string(), options, path.parent_path(), depth);
+Loaded load_file(const std::filesystem::path& path, const LoadOptions& options, int depth, TraceCache* cache) {
+  return parse_text(read_text_file(path), path.string(), options, path.parent_path(), depth, cache);
 }
 
 }  // namespace detail
@@ -547,19 +582,12 @@ std::string to_json_text(const Trace& trace) {
 
 namespace {
 
-std::string read_whole_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path.string()));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 // Calls row(line_number, fields) for every data row of a CSV file with `columns`
 // columns (blank lines, # comments and a header line skipped).
 template <class Row>
 void for_each_row(std::string_view text, const std::string& source, std::size_t columns, const char* layout,
                   Row&& row) {
+  text = without_bom(text);
   Lines lines(text);
   std::string_view line;
   std::array<std::string_view, 8> fields;
@@ -598,6 +626,7 @@ int integer_field(const std::string& source, std::size_t ln, const char* name, s
 
 std::vector<sim::OpTiming> parse_stage_trace(std::string_view text, const std::string& source) {
   std::vector<sim::OpTiming> out;
+  out.reserve(check_points(without_bom(text), source, false));
   const char* layout = "iteration,stage,micro_batch,phase,duration_s";
   for_each_row(text, source, 5, layout, [&](std::size_t ln, const std::array<std::string_view, 8>& f) {
     sim::OpTiming t;
@@ -605,26 +634,30 @@ std::vector<sim::OpTiming> parse_stage_trace(std::string_view text, const std::s
     t.iteration = integer_field(source, ln, "iteration", f[0]);
     t.stage = integer_field(source, ln, "stage", f[1]);
     t.micro_batch = integer_field(source, ln, "micro_batch", f[2]);
-    if (f[3] == "F" || f[3] == "forward") {
-      t.phase = sim::Phase::Forward;
-    } else if (f[3] == "B" || f[3] == "backward") {
-      t.phase = sim::Phase::Backward;
+    const auto phase = f[3].size() == 1 ? sim::phase_of_letter(f[3][0]) : std::nullopt;
+    if (phase) {
+      t.phase = *phase;
+    } else if (f[3] == "forward" || f[3] == "backward") {
+      t.phase = f[3] == "forward" ? sim::Phase::Forward : sim::Phase::Backward;
     } else {
-      fail_line(source, ln, fmt::format("phase: must be F or B, got \"{}\"", f[3]));
+      fail_line(source, ln, fmt::format("phase: must be F, B, I or W, got \"{}\"", f[3]));
     }
     t.duration_s = number_field(source, ln, "duration_s", f[4]);
     if (t.duration_s < 0) fail_line(source, ln, fmt::format("duration_s: must be >= 0, got {}", t.duration_s));
+    if (const std::string e = sim::time_error(t.duration_s); !e.empty()) fail_line(source, ln, "duration_s: " + e);
     out.push_back(t);
   });
   return out;
 }
 
 std::vector<sim::OpTiming> load_stage_trace(const std::filesystem::path& path) {
-  return parse_stage_trace(read_whole_file(path), path.string());
+  return parse_stage_trace(read_text_file(path), path.string());
 }
 
 std::vector<TransferSample> parse_transfer_samples(std::string_view text, const std::string& source) {
+  text = without_bom(text);
   std::vector<TransferSample> out;
+  out.reserve(check_points(text, source, false));
   // Three columns, or four with the channel first ("0->1").
   std::size_t columns = 3;
   {
@@ -649,7 +682,7 @@ std::vector<TransferSample> parse_transfer_samples(std::string_view text, const 
       double from = -1, to = -1;
       if (arrow == std::string_view::npos || !to_number(trim(ch.substr(0, arrow)), from).empty() ||
           !to_number(trim(ch.substr(arrow + 2)), to).empty() || from < 0 || to < 0 || from != std::floor(from) ||
-          to != std::floor(to))
+          to != std::floor(to) || from > 2.0e9 || to > 2.0e9)
         fail_line(source, ln, fmt::format("channel: must be FROM->TO, e.g. 0->1, got \"{}\"", ch));
       x.channel = std::pair{static_cast<int>(from), static_cast<int>(to)};
       i = 1;
@@ -660,6 +693,8 @@ std::vector<TransferSample> parse_transfer_samples(std::string_view text, const 
     if (x.time_s < 0) fail_line(source, ln, fmt::format("time_s: must be >= 0, got {}", x.time_s));
     if (x.bytes < 0) fail_line(source, ln, fmt::format("bytes: must be >= 0, got {}", x.bytes));
     if (!(x.duration_s > 0)) fail_line(source, ln, fmt::format("duration_s: must be > 0, got {}", x.duration_s));
+    if (const std::string e = sim::time_error(x.duration_s); !e.empty()) fail_line(source, ln, "duration_s: " + e);
+    if (x.bytes > 1e18) fail_line(source, ln, fmt::format("bytes: must be <= 1e18, got {}", x.bytes));
     if (columns == 3 && x.time_s < prev)
       fail_line(source, ln, fmt::format("time_s: {} goes backwards (the previous sample has {})", x.time_s, prev));
     prev = x.time_s;
@@ -669,7 +704,7 @@ std::vector<TransferSample> parse_transfer_samples(std::string_view text, const 
 }
 
 std::vector<TransferSample> load_transfer_samples(const std::filesystem::path& path) {
-  return parse_transfer_samples(read_whole_file(path), path.string());
+  return parse_transfer_samples(read_text_file(path), path.string());
 }
 
 }  // namespace adagrouper::traces

@@ -59,9 +59,10 @@ std::string to_csv(const Trace& trace);
 nlohmann::json to_json(const Trace& trace);
 std::string to_json_text(const Trace& trace);  // to_json, one point per line
 
-// Stage timing traces: CSV iteration,stage,micro_batch,phase,duration_s (phase F or B;
-// optional header, # comments, blank lines). Range checks against a pipeline happen in
-// sim::set_op_timings, which names the same file and line.
+// Stage timing traces: CSV iteration,stage,micro_batch,phase,duration_s (phase F, B, I
+// or W; `stage` is the model stage; optional header, # comments, blank lines, a UTF-8
+// byte order mark). Range checks against a run happen in sim::set_op_timings, which
+// names the same file and line.
 std::vector<sim::OpTiming> parse_stage_trace(std::string_view text, const std::string& source);
 std::vector<sim::OpTiming> load_stage_trace(const std::filesystem::path& path);
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -19,10 +20,15 @@ void require(bool ok, const char* field, const std::string& what) {
 
 void rate_param(double v, const char* field) {
   require(std::isfinite(v) && v >= 0, field, fmt::format("must be a finite number >= 0, got {}", v));
+  const std::string e = sim::rate_error(v);
+  require(e.empty(), field, e);
 }
 
+// A period, a duration or a mean stay: > 0, and on the model's time scale.
 void positive_param(double v, const char* field) {
   require(std::isfinite(v) && v > 0, field, fmt::format("must be > 0, got {}", v));
+  const std::string e = sim::period_error(v);
+  require(e.empty(), field, e);
 }
 
 void high_low(double high, double low) {
@@ -52,6 +58,8 @@ Trace make_periodic(const Periodic& p) {
   require(std::isfinite(p.low_fraction) && p.low_fraction >= 0 && p.low_fraction <= 1, "low_fraction",
           fmt::format("must be in [0, 1], got {}", p.low_fraction));
   require(std::isfinite(p.phase_s), "phase_s", "must be a finite number");
+  const std::string phase_error = sim::time_error(std::fabs(p.phase_s));
+  require(phase_error.empty(), "phase_s", phase_error);
   const double P = p.period_s;
   TraceBuilder b;
   b.add(0.0, p.low_fraction < 1 ? p.high : p.low);
@@ -102,6 +110,9 @@ Trace make_steps(const Steps& p) {
     const double v = p.levels[i], d = p.durations_s[i];
     require(std::isfinite(v) && v >= 0, "levels", fmt::format("levels[{}]: must be a finite number >= 0, got {}", i, v));
     require(std::isfinite(d) && d > 0, "durations_s", fmt::format("durations_s[{}]: must be > 0, got {}", i, d));
+    const std::string level_error = sim::rate_error(v), duration_error = sim::period_error(d);
+    require(level_error.empty(), "levels", fmt::format("levels[{}]: {}", i, level_error));
+    require(duration_error.empty(), "durations_s", fmt::format("durations_s[{}]: {}", i, duration_error));
     b.add(t, v);
     t += d;
   }

@@ -4,9 +4,12 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
@@ -22,26 +25,6 @@ namespace adagrouper::traces {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Whether `list` (", " between items) holds `key`.
-bool lists(std::string_view list, std::string_view key) {
-  while (!list.empty()) {
-    const std::size_t comma = list.find(", ");
-    if (list.substr(0, comma) == key) return true;
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 2);
-  }
-  return false;
-}
-
-// Every key of `f` must be one of `allowed` (", " between them) or "description".
-void check_keys(const Field& f, std::string_view what, std::string_view allowed) {
-  for (const auto& item : f.json().items()) {
-    const std::string& key = item.key();
-    if (key == "description" || lists(allowed, key)) continue;
-    f.at(key).fail(fmt::format("unknown field for {} (it takes {})", what, allowed));
-  }
-}
 
 double number_or(const Field& f, std::string_view key, double fallback) {
   return f.has(key) ? f.at(key).number() : fallback;
@@ -76,8 +59,11 @@ Trace guarded(const Field& f, G&& g) {
   }
 }
 
-Trace resolve_file(const Field& f, const fs::path& base_dir, int depth) {
-  check_keys(f, "a trace file", "file, format, latency_s, rebase, repeat, repeat_s");
+// The trace a {"file": ...} form reads, before any repeat; through the cache when there
+// is one.
+std::shared_ptr<const Trace> file_trace(const Field& f, const fs::path& base_dir, int depth,
+                                        detail::TraceCache* cache) {
+  f.check_key_list("file, format, latency_s, rebase, repeat, repeat_s", "a trace file");
   const Field file = f.at("file");
   const std::string name = file.string();
   if (name.empty()) file.fail("must name a trace file");
@@ -88,20 +74,33 @@ Trace resolve_file(const Field& f, const fs::path& base_dir, int depth) {
     opt.format = format_from_name(fmt_name);
     if (!opt.format) f.at("format").fail(fmt::format("unknown format \"{}\" ({})", fmt_name, format_names()));
   }
-  if (f.has("latency_s")) opt.latency_s = f.at("latency_s").non_negative();
+  if (f.has("latency_s")) opt.latency_s = sim::read_time(f.at("latency_s"));
   opt.rebase = bool_or(f, "rebase", false);
+  if (f.has("repeat_s") && f.has("repeat")) f.fail("give either \"repeat\" or \"repeat_s\", not both");
+  if (f.has("repeat_s")) sim::read_period(f.at("repeat_s"));
   std::error_code ec;
   if (!fs::exists(path, ec))
     file.fail(fmt::format("cannot open trace file \"{}\" (looked for {})", name, path.string()));
-  Trace t = detail::load_file(path, opt, depth + 1).trace;
-  if (f.has("repeat_s") && f.has("repeat")) f.fail("give either \"repeat\" or \"repeat_s\", not both");
-  if (f.has("repeat_s")) {
-    const double p = f.at("repeat_s").positive();
-    return guarded(f, [&] { return repeat(t, p); });
-  }
+  if (cache) return cache->file(path, opt, depth + 1);
+  return std::make_shared<const Trace>(detail::load_file(path, opt, depth + 1).trace);
+}
+
+// A {"file": ...} form without "repeat" or "repeat_s": its trace is the file's as read.
+bool plain_file(const Field& f) {
+  return f.is_object() && f.has("file") && !f.has("constant") && !f.has("points") && !f.has("repeat") &&
+         !f.has("repeat_s");
+}
+
+Trace resolve_file(const Field& f, const fs::path& base_dir, int depth, detail::TraceCache* cache) {
+  const std::shared_ptr<const Trace> loaded = file_trace(f, base_dir, depth, cache);
+  const Trace& t = *loaded;
+  if (f.has("repeat_s")) return guarded(f, [&] { return repeat(t, f.at("repeat_s").number()); });
   if (bool_or(f, "repeat", false)) {
+    const std::string name = f.at("file").string();
     if (!(t.span_s > 0))
       f.at("repeat").fail(fmt::format("{} has no length to repeat (a single point); use \"repeat_s\"", name));
+    if (const std::string e = sim::period_error(t.span_s); !e.empty())
+      f.at("repeat").fail(fmt::format("{}: its length {}", name, e));
     return guarded(f, [&] { return repeat(t, t.span_s); });
   }
   return t;
@@ -173,15 +172,15 @@ Trace parse_contention(const Field& f, const RateContext&) {
 }
 
 Trace parse_scale(const Field& f, const RateContext& at) {
-  const double factor = f.at("factor").non_negative();
+  const double factor = f.at("factor").non_negative();  // the scaled trace is checked as a whole
   const Trace of = at.nested(f.at("of"));
   return guarded(f, [&] { return scale(of, factor); });
 }
 
 Trace parse_clip(const Field& f, const RateContext& at) {
   std::optional<double> lo, hi;
-  if (f.has("min")) lo = f.at("min").non_negative();
-  if (f.has("max")) hi = f.at("max").non_negative();
+  if (f.has("min")) lo = sim::read_rate(f.at("min"));
+  if (f.has("max")) hi = sim::read_rate(f.at("max"));
   if (!lo && !hi) f.fail("clip needs \"min\", \"max\" or both");
   if (lo && hi && *lo > *hi) f.at("min").fail(fmt::format("min {} is larger than max {}", *lo, *hi));
   const Trace of = at.nested(f.at("of"));
@@ -191,7 +190,7 @@ Trace parse_clip(const Field& f, const RateContext& at) {
 Trace parse_shift(const Field& f, const RateContext& at) {
   const double by = f.at("by_s").number();
   std::optional<double> fill;
-  if (f.has("fill")) fill = f.at("fill").non_negative();
+  if (f.has("fill")) fill = sim::read_rate(f.at("fill"));
   const Trace of = at.nested(f.at("of"));
   return guarded(f, [&] { return shift(of, by, fill); });
 }
@@ -204,8 +203,8 @@ Trace parse_concat(const Field& f, const RateContext& at) {
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const Field part = parts.at(i);
     part.require_object();
-    check_keys(part, "a concat part", "of, duration_s");
-    durations.push_back(part.at("duration_s").positive());
+    part.check_key_list("of, duration_s", "a concat part");
+    durations.push_back(sim::read_period(part.at("duration_s")));
     traces.push_back(at.nested(part.at("of")));
   }
   const bool rep = bool_or(f, "repeat", false);
@@ -216,7 +215,7 @@ Trace parse_min(const Field& f, const RateContext& at) {
   const Field of = f.at("of");
   if (of.size() < 2) of.fail("must list at least two rates");
   std::optional<double> window;
-  if (f.has("duration_s")) window = f.at("duration_s").positive();
+  if (f.has("duration_s")) window = sim::read_period(f.at("duration_s"));
   if (f.has("repeat") && !window) f.at("repeat").fail("applies with \"duration_s\" only");
   const bool rep = bool_or(f, "repeat", true);
   Trace acc = at.nested(of.at(std::size_t{0}));
@@ -260,15 +259,22 @@ Trace resolve_pattern(const Field& f, const RateContext& at) {
   const std::string name = name_field.string();
   const Pattern* p = find_pattern(name);
   if (!p) name_field.fail(fmt::format("unknown pattern \"{}\" ({})", name, pattern_names()));
-  check_keys(f, p->name, fmt::format("pattern, {}", p->keys));
+  f.check_key_list(fmt::format("pattern, {}", p->keys), p->name);
   return p->parse(f, at);
+}
+
+// The trace as a whole on the model's scale (rate.h): what the parts' checks cannot see
+// (a scale factor that overflows, parts that add up past the longest time).
+Trace on_scale(const Field& rate, Trace t) {
+  if (const std::string e = t.rate.scale_error(); !e.empty()) rate.fail(e);
+  return t;
 }
 
 }  // namespace
 
 namespace detail {
 
-Trace resolve(const Field& rate, const fs::path& base_dir, int depth) {
+Trace resolve(const Field& rate, const fs::path& base_dir, int depth, TraceCache* cache) {
   if (depth > kMaxDepth)
     rate.fail(fmt::format("rate forms nest more than {} levels deep (does a trace file refer to itself?)", kMaxDepth));
   rate.require_object();
@@ -276,27 +282,67 @@ Trace resolve(const Field& rate, const fs::path& base_dir, int depth) {
     const sim::RateTrace r = *sim::parse_basic_rate(rate);
     return guarded(rate, [&] { return canonical(r); });
   }
-  if (rate.has("file")) return resolve_file(rate, base_dir, depth);
-  if (rate.has("pattern")) return resolve_pattern(rate, RateContext{base_dir, depth});
+  if (rate.has("file")) return resolve_file(rate, base_dir, depth, cache);
+  if (rate.has("pattern")) return resolve_pattern(rate, RateContext{base_dir, depth, cache});
   rate.fail(
       "unknown rate form: expected {\"constant\": R}, {\"points\": [[t, R], ...]}, {\"file\": PATH} or "
       "{\"pattern\": NAME, ...}");
 }
 
+std::shared_ptr<const Trace> TraceCache::file(const fs::path& path, const LoadOptions& options, int depth) {
+  std::error_code ec;
+  const fs::path canon = fs::weakly_canonical(path, ec);
+  const std::string key = fmt::format("{}\n{}\n{}\n{}", ec ? path.string() : canon.string(),
+                                      options.format ? format_name(*options.format) : "auto", options.latency_s,
+                                      options.rebase);
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = files_.find(key); it != files_.end()) return it->second;
+  }
+  auto loaded = std::make_shared<const Trace>(load_file(path, options, depth, this).trace);
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return files_.emplace(key, std::move(loaded)).first->second;
+}
+
+sim::RatePtr TraceCache::form(const std::string& key, const std::function<sim::RatePtr()>& make) {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = forms_.find(key); it != forms_.end()) return it->second;
+  }
+  sim::RatePtr made = make();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return forms_.emplace(key, std::move(made)).first->second;
+}
+
 }  // namespace detail
+
+TraceRates::TraceRates() : cache_(std::make_shared<detail::TraceCache>()) {}
 
 sim::RateTrace TraceRates::parse(const Field& rate, const fs::path& base_dir) const {
   if (auto basic = sim::parse_basic_rate(rate)) return std::move(*basic);
-  return detail::resolve(rate, base_dir, 0).rate;
+  return on_scale(rate, detail::resolve(rate, base_dir, 0, cache_.get())).rate;
 }
 
-Trace resolve_rate(const Field& rate, const fs::path& base_dir) { return detail::resolve(rate, base_dir, 0); }
+sim::RatePtr TraceRates::parse_shared(const Field& rate, const fs::path& base_dir) const {
+  const std::string key =
+      base_dir.string() + "\n" + rate.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return cache_->form(key, [&]() -> sim::RatePtr {
+    if (!plain_file(rate)) return std::make_shared<const sim::RateTrace>(parse(rate, base_dir));
+    // The file's trace itself, not a copy: the cache and every channel share it.
+    const std::shared_ptr<const Trace> t = file_trace(rate, base_dir, 0, cache_.get());
+    if (const std::string e = t->rate.scale_error(); !e.empty()) rate.fail(e);
+    return sim::RatePtr(t, &t->rate);
+  });
+}
+
+Trace resolve_rate(const Field& rate, const fs::path& base_dir) { return on_scale(rate, detail::resolve(rate, base_dir, 0)); }
 
 Trace parse_rate_spec(const nlohmann::json& spec, const std::string& source, const fs::path& base_dir) {
-  return detail::resolve(Field(spec, source), base_dir, 0);
+  const Field rate(spec, source);
+  return on_scale(rate, detail::resolve(rate, base_dir, 0));
 }
 
-Trace RateContext::nested(const Field& rate) const { return detail::resolve(rate, base_dir, depth + 1); }
+Trace RateContext::nested(const Field& rate) const { return detail::resolve(rate, base_dir, depth + 1, cache); }
 
 std::span<const Pattern> patterns() { return kPatterns; }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,12 +20,23 @@
 
 namespace adagrouper::traces {
 
+namespace detail {
+class TraceCache;
+}
+
 // Every rate form of docs/formats.md: the core's {"constant"} and {"points"}, trace files
 // {"file": ...} (relative to the referring file's directory) and patterns
-// {"pattern": ...}; any other form is an InputError listing the forms.
+// {"pattern": ...}; any other form is an InputError listing the forms. It reads each
+// trace file once (by canonical path and load options) and hands out one trace for
+// equal rate forms (parse_shared), for as long as it lives; copies share what it read.
 class TraceRates final : public sim::RateParser {
  public:
+  TraceRates();
   sim::RateTrace parse(const Field& rate, const std::filesystem::path& base_dir) const override;
+  sim::RatePtr parse_shared(const Field& rate, const std::filesystem::path& base_dir) const override;
+
+ private:
+  std::shared_ptr<detail::TraceCache> cache_;
 };
 
 // Any rate form, constant and points included, with its span.
@@ -40,6 +52,7 @@ Trace parse_rate_spec(const nlohmann::json& spec, const std::string& source,
 struct RateContext {
   const std::filesystem::path& base_dir;
   int depth = 0;
+  detail::TraceCache* cache = nullptr;  // of the TraceRates reading it (null: none)
   // A rate this one is made of ("of", a concat part), read one level deeper.
   Trace nested(const Field& rate) const;
 };

@@ -131,6 +131,7 @@ Trace clip(const Trace& trace, std::optional<double> lo, std::optional<double> h
 
 Trace shift(const Trace& trace, double by_s, std::optional<double> fill) {
   if (!std::isfinite(by_s)) throw std::invalid_argument("shift must be a finite number");
+  if (const std::string e = sim::time_error(std::fabs(by_s)); !e.empty()) throw std::invalid_argument("shift: " + e);
   const auto& r = trace.rate;
   if (trace.repeats()) {
     const double period = r.repeat_s();
@@ -157,6 +158,7 @@ Trace concat(const std::vector<Trace>& parts, const std::vector<double>& duratio
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const double d = durations_s[i];
     if (!std::isfinite(d) || !(d > 0)) throw std::invalid_argument(fmt::format("duration must be > 0, got {}", d));
+    if (const std::string e = sim::period_error(d); !e.empty()) throw std::invalid_argument("duration: " + e);
     add_window(b, parts[i].rate, 0.0, d, offset);
     offset += d;
   }

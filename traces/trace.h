@@ -119,9 +119,12 @@ void for_each_piece(const sim::RateTrace& rate, double from, double to, F&& f, s
     }
     i = lo;
   }
-  std::size_t pieces = 0;
+  // Every step counts, not only the pieces it calls f for: a period that rounding
+  // swallows (a tiny one at a late time) makes steps of zero length.
+  std::size_t steps = 0, pieces = 0;
   double t = from;
   while (t < to) {
+    if (++steps > 2 * max_pieces + 2 * n) throw std::length_error("too many pieces");
     double end;
     if (i + 1 < n) {
       end = base + ts[i + 1];

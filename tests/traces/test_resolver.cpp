@@ -71,8 +71,8 @@ TEST(Resolver, ErrorsNameTheNetworkFileAndField) {
   EXPECT_EQ(err(R"({"file": "x.csv", "format": "pcap"})"),
             net + ": channels[0].rate.format: unknown format \"pcap\" (csv, json, iperf3, simgrid, samples)");
   EXPECT_EQ(err(R"({"file": "x.csv", "scale": 2})"),
-            net + ": channels[0].rate.scale: unknown field for a trace file (it takes file, format, latency_s, "
-                  "rebase, repeat, repeat_s)");
+            net + ": line 1: channels[0].rate: unknown key \"scale\" for a trace file (known keys: file, format, "
+                  "latency_s, rebase, repeat, repeat_s)");
   EXPECT_EQ(err(R"({"pattern": "periodic", "high": 1, "low": 2, "period_s": 1, "low_fraction": 0.5})"),
             net + ": channels[0].rate.low: low 2 is larger than high 1");
   EXPECT_EQ(err(R"({"speed": 3})"),
