@@ -100,7 +100,7 @@ namespace {
 
 using namespace adapt_parts;
 
-constexpr int kMaxIterations = 1'000'000;
+using sim::kMaxIterations;
 constexpr int kMaxWindow = 1'000'000;
 
 void check_options(const AdaptOptions& o) {

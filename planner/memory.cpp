@@ -1,17 +1,19 @@
 // The planner's memory model: a per-stage bound on peak memory for a schedule.
 //
-// See planner.h and docs/model.md section 11. At any instant stage s is either waiting
-// before op i or running op i. Both the micro-batches in flight and the messages
-// consumed so far are then fixed by the order. A message from a neighbour can be waiting
-// in the receive buffer only if its producing op can have ended, and an op on a
-// neighbour stage that depends (transitively) on the end of op i cannot have. Along a
-// pipeline every such path leaves stage s from op i or a later op through one of its
-// own messages, so the first neighbour op that depends on op i is a suffix minimum over
-// the consumers of the messages that ops i.. send. Counting the messages produced before
-// that point and not yet consumed bounds the buffer at every instant of the interval;
-// with a channel capacity Q it is also at most Q.
+// See planner.h and docs/model.md sections 11 and 14. At any instant stage d is either
+// waiting before listed op i (with dynamic W fill, maybe running W ops meanwhile) or
+// running op i. The activations held are then fixed by the order (exactly; pending W
+// under dynamic fill are bounded by P, or by every I so far when P is unlimited). A
+// message can be waiting in one of d's receive slots only if its producing op can have
+// ended, and an op that depends, through any chain of order and message edges, on op i
+// of d cannot have. For every op x the chain analysis finds L_d(x), the last position on
+// stage d that x depends on; the message of x can be waiting before or during op i only
+// if L_d(x) < i. Counting those messages minus the ones d consumed before i bounds the
+// slot at every instant of the interval; a channel capacity Q bounds it too.
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
 
 #include "planner.h"
@@ -23,106 +25,372 @@ using sim::Phase;
 
 namespace {
 
-struct Positions {
-  // pos[s][2m + phase]: index of F(s,m) / B(s,m) in stage s's order.
-  std::vector<std::vector<std::uint32_t>> pos;
-  explicit Positions(const sim::Schedule& sch) : pos(sch.num_stages()) {
-    for (int s = 0; s < sch.num_stages(); ++s) {
-      const auto& order = sch.stages[s];
-      pos[s].resize(order.size());
-      for (std::size_t i = 0; i < order.size(); ++i)
-        pos[s][2 * order[i].micro_batch + (order[i].phase == Phase::Backward)] = static_cast<std::uint32_t>(i);
+constexpr std::int64_t kUnlimited = std::numeric_limits<std::int64_t>::max();
+
+// Every listed op of a schedule by a global id (stage after stage, in order), and the
+// op whose output each one consumes.
+struct OpGraph {
+  int S = 0, J = 0, M = 0;
+  std::vector<std::uint32_t> base;   // first id of each stage; the total last
+  std::vector<std::int32_t> stage;   // per id
+  std::vector<std::int32_t> input;   // per id: the id of the op whose output it consumes, or -1
+
+  explicit OpGraph(const sim::Schedule& sch) : S(sch.num_stages()), J(sch.num_model_stages()), base(S + 1, 0) {
+    for (int s = 0; s < S; ++s) {
+      base[s + 1] = base[s] + static_cast<std::uint32_t>(sch.stages[s].size());
+      for (const Op& op : sch.stages[s]) M = std::max(M, op.micro_batch + 1);
     }
+    std::vector<std::int32_t> where(static_cast<std::size_t>(J) * M * 4, -1);
+    auto at = [&](int j, int m, Phase ph) -> std::int32_t& {
+      return where[(static_cast<std::size_t>(j) * M + m) * 4 + static_cast<int>(ph)];
+    };
+    stage.resize(base[S]);
+    for (int s = 0; s < S; ++s)
+      for (std::size_t i = 0; i < sch.stages[s].size(); ++i) {
+        const Op& op = sch.stages[s][i];
+        const int j = op.model_stage < 0 ? s : op.model_stage;
+        at(j, op.micro_batch, op.phase) = static_cast<std::int32_t>(base[s] + i);
+        stage[base[s] + i] = s;
+      }
+    auto backward_sender = [&](int j, int m) {
+      const std::int32_t b = at(j, m, Phase::Backward);
+      return b >= 0 ? b : at(j, m, Phase::BackwardInput);
+    };
+    input.assign(base[S], -1);
+    for (int s = 0; s < S; ++s)
+      for (std::size_t i = 0; i < sch.stages[s].size(); ++i) {
+        const Op& op = sch.stages[s][i];
+        const int j = op.model_stage < 0 ? s : op.model_stage, m = op.micro_batch;
+        std::int32_t& in = input[base[s] + i];
+        if (op.phase == Phase::Forward) in = j > 0 ? at(j - 1, m, Phase::Forward) : -1;
+        else if (op.phase == Phase::BackwardWeight) in = at(j, m, Phase::BackwardInput);
+        else in = j + 1 < J ? backward_sender(j + 1, m) : at(j, m, Phase::Forward);
+      }
   }
-  std::uint32_t at(int s, Phase ph, int m) const { return pos[s][2 * m + (ph == Phase::Backward)]; }
+  std::uint32_t size() const { return base[S]; }
+  std::uint32_t position(std::uint32_t id) const { return id - base[stage[id]]; }
+  bool remote_input(std::uint32_t id) const { return input[id] >= 0 && stage[input[id]] != stage[id]; }
 };
 
-// prefix[i] = number of ops of phase `ph` among the first i ops of `order`.
-std::vector<std::uint32_t> prefix_count(const std::vector<Op>& order, Phase ph) {
-  std::vector<std::uint32_t> c(order.size() + 1, 0);
-  for (std::size_t i = 0; i < order.size(); ++i) c[i + 1] = c[i] + (order[i].phase == ph);
-  return c;
+// A topological order of the ops: each stage's order, an op after the op it consumes.
+// An op whose input can never come first (an order that deadlocks) is taken anyway;
+// the analysis then ignores that dependency, which only loosens the bound.
+std::vector<std::uint32_t> topological_order(const OpGraph& g) {
+  std::vector<std::uint32_t> order;
+  order.reserve(g.size());
+  std::vector<char> done(g.size(), 0);
+  std::vector<std::uint32_t> next(g.base.begin(), g.base.end() - 1);
+  while (order.size() < g.size()) {
+    bool progress = false;
+    for (int s = 0; s < g.S; ++s)
+      for (; next[s] < g.base[s + 1]; ++next[s]) {
+        const std::int32_t in = g.input[next[s]];
+        if (in >= 0 && !done[in] && g.stage[in] != s) break;
+        done[next[s]] = 1;
+        order.push_back(next[s]);
+        progress = true;
+      }
+    if (progress) continue;
+    for (int s = 0; s < g.S; ++s)
+      if (next[s] < g.base[s + 1]) {
+        done[next[s]] = 1;
+        order.push_back(next[s]++);
+        break;
+      }
+  }
+  return order;
+}
+
+// The ops in topological order, with what the chain analysis reads of each: its stage,
+// its position there, and the rank of the remote op whose output it consumes (-1: none,
+// a local one, or one that comes later because the order deadlocks).
+struct TopoOps {
+  std::vector<std::uint32_t> id;       // by rank
+  std::vector<std::int32_t> in_rank;   // by rank
+  std::uint32_t longest = 0;           // most ops on one stage
+};
+
+TopoOps topo_ops(const OpGraph& g) {
+  TopoOps t;
+  t.id = topological_order(g);
+  std::vector<std::int32_t> rank(g.size());
+  for (std::uint32_t r = 0; r < t.id.size(); ++r) rank[t.id[r]] = static_cast<std::int32_t>(r);
+  t.in_rank.assign(g.size(), -1);
+  for (std::uint32_t r = 0; r < t.id.size(); ++r) {
+    const std::uint32_t id = t.id[r];
+    if (g.remote_input(id) && rank[g.input[id]] < static_cast<std::int32_t>(r)) t.in_rank[r] = rank[g.input[id]];
+  }
+  for (int s = 0; s < g.S; ++s) t.longest = std::max(t.longest, g.base[s + 1] - g.base[s]);
+  return t;
+}
+
+// last_dep[id]: L_d(x) for the op x that produces the input of op `id`, d the stage of
+// `id` (only for ops with a remote input; -1 elsewhere). Each op carries, for a block of
+// target stages at a time, the last position there it depends on: the running maximum
+// of its stage, merged with its remote input's. Positions as Lane (16-bit lanes halve the
+// passes when every stage has fewer than 2^15 ops).
+template <typename Lane>
+std::vector<std::int32_t> last_dependencies(const OpGraph& g, const TopoOps& t) {
+  constexpr int kBlock = 32 / sizeof(Lane);
+  using Vec = std::array<Lane, kBlock>;
+  Vec none;
+  none.fill(-1);
+  std::vector<std::int32_t> last_dep(g.size(), -1);
+  std::vector<Vec> at(t.id.size());  // by rank
+  std::vector<Vec> running(g.S);
+  for (int t0 = 0; t0 < g.S; t0 += kBlock) {
+    std::fill(running.begin(), running.end(), none);
+    for (std::uint32_t r = 0; r < t.id.size(); ++r) {
+      const std::uint32_t id = t.id[r];
+      const int s = g.stage[id];
+      Vec v = running[s];
+      if (const std::int32_t in = t.in_rank[r]; in >= 0) {
+        const Vec& w = at[in];
+        if (s >= t0 && s < t0 + kBlock) last_dep[id] = w[s - t0];
+        for (int k = 0; k < kBlock; ++k) v[k] = std::max(v[k], w[k]);
+      }
+      if (s >= t0 && s < t0 + kBlock) v[s - t0] = static_cast<Lane>(g.position(id));
+      running[s] = at[r] = v;
+    }
+  }
+  return last_dep;
+}
+
+std::vector<std::int32_t> last_dependencies(const OpGraph& g) {
+  const TopoOps t = topo_ops(g);
+  if (t.longest < 0x7fff) return last_dependencies<std::int16_t>(g, t);
+  return last_dependencies<std::int32_t>(g, t);
+}
+
+// The same for a schedule with one model stage per stage (a line: stage s exchanges
+// messages with s - 1 and s + 1 only). There every chain from op i of stage d to stage p
+// = d -+ 1 leaves d through a message that op i or a later op sends to p, so the first op
+// of p that depends on op i is a suffix minimum over those messages' consumers; the
+// message of x (at position q of p) cannot have arrived during op i exactly when that
+// first op is at or before q.
+std::vector<std::int32_t> last_dependencies_line(const OpGraph& g) {
+  std::vector<std::int32_t> last_dep(g.size(), -1);
+  const std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> first_dep;
+  for (int d = 0; d < g.S; ++d)
+    for (const int p : {d - 1, d + 1}) {
+      if (p < 0 || p >= g.S) continue;
+      const std::uint32_t n = g.base[d + 1] - g.base[d];
+      // Consumers on p of what d sends: ops of p whose input op is on d.
+      std::vector<std::uint32_t> consumer_of(n, none);
+      for (std::uint32_t id = g.base[p]; id < g.base[p + 1]; ++id)
+        if (g.input[id] >= 0 && g.stage[g.input[id]] == d) consumer_of[g.position(g.input[id])] = g.position(id);
+      first_dep.assign(n + 1, none);
+      for (std::uint32_t i = n; i-- > 0;) first_dep[i] = std::min(first_dep[i + 1], consumer_of[i]);
+      // Ops of d consuming from p: the last i whose first dependent on p is at or before q.
+      for (std::uint32_t id = g.base[d]; id < g.base[d + 1]; ++id) {
+        if (g.input[id] < 0 || g.stage[g.input[id]] != p) continue;
+        const std::uint32_t q = g.position(static_cast<std::uint32_t>(g.input[id]));
+        const auto after = std::upper_bound(first_dep.begin(), first_dep.end() - 1, q, std::less<>());
+        last_dep[id] = static_cast<std::int32_t>(after - first_dep.begin()) - 1;
+      }
+    }
+  return last_dep;
+}
+
+// One receive slot of a stage: the messages of one (model stage, direction) from another stage.
+struct Slot {
+  double bytes = 0;
+  std::int64_t capacity = kUnlimited;
+  std::vector<std::int64_t> arrivable;  // [i]: messages whose producer may have ended before op i ends
+};
+
+// What stage d holds per model stage and receive slot, with the index of each.
+struct StageLayout {
+  std::vector<int> locals;           // its model stages, in model order
+  std::vector<int> local_of;         // per model stage of the schedule: its index in locals, or -1
+  std::vector<Slot> slots;           // per local: forward slot, backward slot (where remote)
+  std::vector<int> slot_of;          // per (local, direction): index into slots, or -1
+};
+
+StageLayout stage_layout(const sim::Schedule& sch, const std::vector<sim::StageParams>& params,
+                         const sim::Network& net, int d) {
+  const int J = sch.num_model_stages();
+  StageLayout L;
+  L.local_of.assign(J, -1);
+  for (int j = 0; j < J; ++j)
+    if (sch.stage_of(j) == d) {
+      L.local_of[j] = static_cast<int>(L.locals.size());
+      L.locals.push_back(j);
+    }
+  L.slot_of.assign(2 * L.locals.size(), -1);
+  for (std::size_t l = 0; l < L.locals.size(); ++l) {
+    const int j = L.locals[l];
+    for (int dir = 0; dir < 2; ++dir) {
+      const int peer = dir == 0 ? j - 1 : j + 1;
+      if (peer < 0 || peer >= J || sch.stage_of(peer) == d) continue;
+      Slot slot;
+      slot.bytes = dir == 0 ? params[j - 1].out : params[j + 1].gout;
+      const int cap = net.channel(sch.stage_of(peer), d).capacity;
+      if (cap > 0) slot.capacity = cap;
+      L.slot_of[2 * l + dir] = static_cast<int>(L.slots.size());
+      L.slots.push_back(std::move(slot));
+    }
+  }
+  return L;
+}
+
+// The slot an op's input waits in, or -1 (no input, or a local one).
+int slot_of_op(const StageLayout& L, const Op& op, int own_stage) {
+  const int j = op.model_stage < 0 ? own_stage : op.model_stage;
+  if (op.phase == Phase::BackwardWeight) return -1;
+  return L.slot_of[2 * L.local_of[j] + (op.phase == Phase::Forward ? 0 : 1)];
+}
+
+// Fills every slot's `arrivable` counts from the chain analysis.
+void count_arrivable(StageLayout& L, const OpGraph& g, const std::vector<std::int32_t>& last_dep,
+                     const std::vector<Op>& order, int d) {
+  const std::size_t n = order.size();
+  for (Slot& slot : L.slots) slot.arrivable.assign(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t id = g.base[d] + static_cast<std::uint32_t>(i);
+    if (!g.remote_input(id)) continue;
+    const int slot = slot_of_op(L, order[i], d);
+    // Not arrivable before op last_dep + 1 (it depends on op last_dep of this stage).
+    L.slots[slot].arrivable[static_cast<std::size_t>(last_dep[id] + 1)] += 1;
+  }
+  for (Slot& slot : L.slots)
+    for (std::size_t i = 1; i <= n; ++i) slot.arrivable[i] += slot.arrivable[i - 1];
+}
+
+}  // namespace
+
+namespace {
+
+// The counts of one stage before op i, per local model stage, and how many I ops of each
+// local model stage the first n I ops were (for the W still pending under dynamic fill:
+// those of the most recent I ops).
+struct Counts {
+  std::size_t v;
+  std::vector<std::int64_t> act, wgrad;  // F started and no B or I ended; I ended and no W
+  std::size_t inputs = 0;                // I ops ended
+  std::vector<std::int32_t> i_prefix;    // [n v + l]: I ops of l among the first n
+  explicit Counts(std::size_t locals) : v(locals), act(v, 0), wgrad(v, 0), i_prefix(v, 0) {}
+
+  void apply(const Op& op, int l) {
+    switch (op.phase) {
+      case Phase::Forward: ++act[l]; break;
+      case Phase::Backward: --act[l]; break;
+      case Phase::BackwardInput:
+        --act[l];
+        ++wgrad[l];
+        ++inputs;
+        for (std::size_t k = 0; k < v; ++k) {
+          const std::int32_t before = i_prefix[(inputs - 1) * v + k];
+          i_prefix.push_back(before + (k == static_cast<std::size_t>(l) ? 1 : 0));
+        }
+        break;
+      case Phase::BackwardWeight: --wgrad[l]; break;
+    }
+  }
+  // With dynamic W fill (no W listed), the W of at most `pending` of the latest I ops may
+  // not have ended: how many of those are local model stage l's.
+  std::int64_t pending_of(std::size_t l, std::int64_t pending) const {
+    const std::size_t from = inputs - static_cast<std::size_t>(std::min<std::int64_t>(pending, static_cast<std::int64_t>(inputs)));
+    return i_prefix[inputs * v + l] - i_prefix[from * v + l];
+  }
+};
+
+// The bound on the pending W a stage holds under dynamic W fill (docs/model.md section
+// 14): while it waits (or runs W ops) at most max(P, 1), while it runs a listed op at most
+// max(P - 1, 0); unlimited P: every I so far.
+struct PendingCaps {
+  bool dynamic = false;
+  std::int64_t gap = kUnlimited, running = kUnlimited;
+  explicit PendingCaps(const sim::ScheduleSpec& spec) : dynamic(spec.w_fill == sim::WFill::Dynamic) {
+    if (dynamic && spec.max_pending_w) {
+      gap = std::max(*spec.max_pending_w, 1);
+      running = std::max(*spec.max_pending_w - 1, 0);
+    }
+  }
+};
+
+std::int64_t capped(std::int64_t v, std::int64_t cap) { return std::min(std::max<std::int64_t>(v, 0), cap); }
+
+// The memory above static bytes for given counts: per model stage act then wgrad, then
+// per slot the waiting messages, summed in that order (the simulator's order of terms).
+// `running_l` is the local model stage whose F runs (-1: none), `consumed` the slot whose
+// message the running op took (-1: none), `pending` the bound on pending W (dynamic fill).
+double held(const StageLayout& L, const std::vector<sim::StageParams>& params, const Counts& c, std::size_t i,
+            const std::vector<std::int64_t>& consumed_before, int running_l, int consumed,
+            const PendingCaps& caps, std::int64_t pending) {
+  double sum = 0;
+  for (std::size_t l = 0; l < L.locals.size(); ++l) {
+    const sim::StageParams& p = params[L.locals[l]];
+    const std::int64_t w = caps.dynamic ? c.pending_of(l, pending) : c.wgrad[l];
+    sum += p.act * static_cast<double>(c.act[l] + (static_cast<int>(l) == running_l ? 1 : 0));
+    sum += p.wgrad * static_cast<double>(w);
+  }
+  for (std::size_t k = 0; k < L.slots.size(); ++k) {
+    const Slot& slot = L.slots[k];
+    const std::int64_t waiting = slot.arrivable[i] - consumed_before[k] - (static_cast<int>(k) == consumed ? 1 : 0);
+    sum += slot.bytes * static_cast<double>(capped(waiting, slot.capacity));
+  }
+  return sum;
+}
+
+// The bound of stage d: the largest value over the intervals before each listed op and
+// after the last, and while each op runs.
+double stage_bound(const sim::Schedule& sch, const std::vector<sim::StageParams>& params, const StageLayout& L,
+                   int d) {
+  const auto& order = sch.stages[d];
+  const PendingCaps caps(sch.spec);
+  Counts c(L.locals.size());
+  std::vector<std::int64_t> consumed(L.slots.size(), 0);
+  double peak = 0;
+  for (std::size_t i = 0; i <= order.size(); ++i) {
+    peak = std::max(peak, held(L, params, c, i, consumed, -1, -1, caps, caps.gap));
+    if (i == order.size()) break;
+    const Op& op = order[i];
+    const int l = L.local_of[op.model_stage < 0 ? d : op.model_stage];
+    const int slot = slot_of_op(L, op, d);
+    const int running_l = op.phase == Phase::Forward ? l : -1;
+    peak = std::max(peak, held(L, params, c, i, consumed, running_l, slot, caps, caps.running));
+    c.apply(op, l);
+    if (slot >= 0) ++consumed[slot];
+  }
+  double static_bytes = 0;
+  for (const int j : L.locals) static_bytes += params[j].static_bytes;
+  return static_bytes + peak;
 }
 
 }  // namespace
 
 std::vector<int> peak_inflight(const sim::Schedule& sch) {
+  // In flight only grows when an F starts, so the peak is taken there: F started minus B
+  // and W ended; under dynamic W fill, I ended minus the W that may still be pending.
+  const PendingCaps caps(sch.spec);
   std::vector<int> peak(sch.num_stages(), 0);
   for (int s = 0; s < sch.num_stages(); ++s) {
-    int cur = 0;
+    std::int64_t started = 0, released = 0, inputs = 0;  // F; B and listed W; I
     for (const Op& op : sch.stages[s]) {
-      if (op.phase == Phase::Forward) peak[s] = std::max(peak[s], ++cur);
-      else --cur;
+      if (op.phase == Phase::Forward) {
+        ++started;
+        const std::int64_t pending = caps.dynamic ? std::min(inputs, caps.running) : inputs;
+        peak[s] = static_cast<int>(std::max<std::int64_t>(peak[s], started - released - inputs + pending));
+      }
+      released += op.phase == Phase::Backward || op.phase == Phase::BackwardWeight;
+      inputs += op.phase == Phase::BackwardInput && caps.dynamic;
     }
   }
   return peak;
 }
 
-std::vector<double> memory_model(const std::vector<sim::StageParams>& stages, const sim::Schedule& sch,
+std::vector<double> memory_model(const std::vector<sim::StageParams>& params, const sim::Schedule& sch,
                                  const sim::Network& net) {
-  const int S = sch.num_stages();
-  const Positions pos(sch);
-  std::vector<std::vector<std::uint32_t>> fwd_done(S), bwd_done(S);
-  for (int s = 0; s < S; ++s) {
-    fwd_done[s] = prefix_count(sch.stages[s], Phase::Forward);
-    bwd_done[s] = prefix_count(sch.stages[s], Phase::Backward);
-  }
-
-  std::vector<double> out(S);
-  for (int s = 0; s < S; ++s) {
-    const auto& order = sch.stages[s];
-    const std::size_t n = order.size();
-    const std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-    // first_down[i]: first op of stage s-1 that depends on op i of s (or its order);
-    // first_up[i]: the same on stage s+1.
-    std::vector<std::uint32_t> first_down(n + 1, none), first_up(n + 1, none);
-    for (std::size_t i = n; i-- > 0;) {
-      first_down[i] = first_down[i + 1];
-      first_up[i] = first_up[i + 1];
-      const Op& op = order[i];
-      if (op.phase == Phase::Backward && s > 0)
-        first_down[i] = std::min(first_down[i], pos.at(s - 1, Phase::Backward, op.micro_batch));
-      if (op.phase == Phase::Forward && s + 1 < S)
-        first_up[i] = std::min(first_up[i], pos.at(s + 1, Phase::Forward, op.micro_batch));
-    }
-    const double act = stages[s].act;
-    const double in_fwd_bytes = s > 0 ? stages[s - 1].out : 0.0;
-    const double in_bwd_bytes = s + 1 < S ? stages[s + 1].gout : 0.0;
-    const int cap_fwd = s > 0 ? net.channel(s - 1, s).capacity : 0;
-    const int cap_bwd = s + 1 < S ? net.channel(s + 1, s).capacity : 0;
-    auto capped = [](std::int64_t v, int cap) {
-      v = std::max<std::int64_t>(v, 0);
-      return cap > 0 ? std::min<std::int64_t>(v, cap) : v;
-    };
-
-    double peak = 0;
-    int inflight = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const Op& op = order[i];
-      // Activations produced by s-1 that may have arrived, minus those consumed.
-      std::int64_t waiting_f = 0, waiting_b = 0;
-      if (s > 0) {
-        const std::uint32_t lim = std::min<std::uint32_t>(first_down[i], static_cast<std::uint32_t>(sch.stages[s - 1].size()));
-        waiting_f = static_cast<std::int64_t>(fwd_done[s - 1][lim]) - fwd_done[s][i];
-      }
-      if (s + 1 < S) {
-        const std::uint32_t lim = std::min<std::uint32_t>(first_up[i], static_cast<std::uint32_t>(sch.stages[s + 1].size()));
-        waiting_b = static_cast<std::int64_t>(bwd_done[s + 1][lim]) - bwd_done[s][i];
-      }
-      // Waiting before op i starts.
-      const double gap = act * inflight + in_fwd_bytes * static_cast<double>(capped(waiting_f, cap_fwd)) +
-                         in_bwd_bytes * static_cast<double>(capped(waiting_b, cap_bwd));
-      // Running op i: F allocates its activation and consumes its input message.
-      const bool fwd = op.phase == Phase::Forward;
-      const bool consumes_f = fwd && s > 0;
-      const bool consumes_b = !fwd && s + 1 < S;
-      const double running = act * (inflight + (fwd ? 1 : 0)) +
-                             in_fwd_bytes * static_cast<double>(capped(waiting_f - (consumes_f ? 1 : 0), cap_fwd)) +
-                             in_bwd_bytes * static_cast<double>(capped(waiting_b - (consumes_b ? 1 : 0), cap_bwd));
-      peak = std::max({peak, gap, running});
-      inflight += fwd ? 1 : -1;
-    }
-    out[s] = stages[s].static_bytes + peak;
+  const OpGraph graph(sch);
+  const std::vector<std::int32_t> last_dep =
+      sch.placement.empty() ? last_dependencies_line(graph) : last_dependencies(graph);
+  std::vector<double> out(sch.num_stages());
+  for (int d = 0; d < sch.num_stages(); ++d) {
+    StageLayout layout = stage_layout(sch, params, net, d);
+    count_arrivable(layout, graph, last_dep, sch.stages[d], d);
+    out[d] = stage_bound(sch, params, layout, d);
   }
   return out;
 }

@@ -13,6 +13,8 @@
 #include "error.h"
 #include "json_util.h"
 #include "model.h"
+#include "pipeline.h"
+#include "rate_forms.h"
 
 namespace adagrouper::planner {
 
@@ -75,20 +77,32 @@ double positive_or(const Field& f, std::string_view key, double fallback) {
   return f.has(key) ? f.at(key).positive() : fallback;
 }
 
+double read_bytes(const Field& f) {
+  return f.number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
+}
+
+// Most layers a model may have (the partition's tables grow with layers x stages).
+constexpr std::size_t kMaxLayers = 100000;
+
 Device parse_device(const Field& dev) {
   dev.require_object();
+  dev.check_keys({"name", "source", "memory_bytes", "peak_flops", "memory_bandwidth_bytes_per_s", "gemm_efficiency",
+                  "gemm_half_rows", "attention_efficiency", "memory_efficiency", "kernel_overhead_s",
+                  "reserved_bytes"},
+                 "a device");
   Device d;
   d.name = opt_string(dev, "name");
   d.source = opt_string(dev, "source");
   d.memory_bytes = dev.at("memory_bytes").positive();
+  read_bytes(dev.at("memory_bytes"));
   d.peak_flops = positive_or(dev, "peak_flops", 0);
   d.memory_bandwidth = positive_or(dev, "memory_bandwidth_bytes_per_s", 0);
   d.gemm_efficiency = positive_or(dev, "gemm_efficiency", 0);
   d.gemm_half_rows = dev.non_negative_or("gemm_half_rows", 0);
   d.attention_efficiency = positive_or(dev, "attention_efficiency", 0);
   d.memory_efficiency = positive_or(dev, "memory_efficiency", 0);
-  d.kernel_overhead_s = dev.non_negative_or("kernel_overhead_s", 0);
-  d.reserved_bytes = dev.non_negative_or("reserved_bytes", 0);
+  d.kernel_overhead_s = dev.has("kernel_overhead_s") ? sim::read_time(dev.at("kernel_overhead_s")) : 0.0;
+  d.reserved_bytes = dev.has("reserved_bytes") ? read_bytes(dev.at("reserved_bytes")) : 0.0;
   for (const char* frac : {"gemm_efficiency", "attention_efficiency", "memory_efficiency"})
     if (dev.has(frac) && dev.at(frac).number() > 1) dev.at(frac).fail("must be a fraction of peak, <= 1");
   return d;
@@ -97,13 +111,16 @@ Device parse_device(const Field& dev) {
 // One profile entry; `last`: of the last layer, whose output_bytes may be left out.
 LayerPoint parse_point(const Field& e, bool last) {
   e.require_object();
+  e.check_keys({"micro_batch_size", "forward_s", "backward_s", "activation_bytes", "output_bytes",
+                "grad_output_bytes", "forward_flops", "measured"},
+               "a profile entry");
   LayerPoint p;
-  p.micro_batch_size = static_cast<int>(std::min<std::int64_t>(e.at("micro_batch_size").integer_at_least(1), 1 << 30));
-  p.forward_s = e.at("forward_s").non_negative();
-  p.backward_s = e.at("backward_s").non_negative();
-  p.activation_bytes = e.at("activation_bytes").non_negative();
-  if (!last || e.has("output_bytes")) p.output_bytes = e.at("output_bytes").non_negative();
-  if (e.has("grad_output_bytes")) p.grad_output_bytes = e.at("grad_output_bytes").non_negative();
+  p.micro_batch_size = e.at("micro_batch_size").int_in(1, sim::kMaxBatchSize);
+  p.forward_s = sim::read_time(e.at("forward_s"));
+  p.backward_s = sim::read_time(e.at("backward_s"));
+  p.activation_bytes = read_bytes(e.at("activation_bytes"));
+  if (!last || e.has("output_bytes")) p.output_bytes = read_bytes(e.at("output_bytes"));
+  if (e.has("grad_output_bytes")) p.grad_output_bytes = read_bytes(e.at("grad_output_bytes"));
   if (e.has("forward_flops")) p.forward_flops = e.at("forward_flops").non_negative();
   if (e.has("measured")) p.measured = e.at("measured").boolean();
   return p;
@@ -111,11 +128,12 @@ LayerPoint parse_point(const Field& e, bool last) {
 
 Layer parse_layer(const Field& lf, std::size_t i, bool last) {
   lf.require_object();
+  lf.check_keys({"name", "kind", "parameter_bytes", "optimizer_s", "profile"}, "a layer");
   Layer l;
   l.name = lf.has("name") ? lf.at("name").string() : fmt::format("layer {}", i);
   l.kind = opt_string(lf, "kind");
-  l.parameter_bytes = lf.at("parameter_bytes").non_negative();
-  l.optimizer_s = lf.non_negative_or("optimizer_s", 0.0);
+  l.parameter_bytes = read_bytes(lf.at("parameter_bytes"));
+  l.optimizer_s = lf.has("optimizer_s") ? sim::read_time(lf.at("optimizer_s")) : 0.0;
   const Field prof = lf.at("profile");
   if (prof.size() == 0) prof.fail("empty profile: list at least one micro-batch size");
   for (std::size_t j = 0; j < prof.size(); ++j) {
@@ -135,21 +153,26 @@ Model load_model(const std::filesystem::path& path) { return parse_model(read_js
 Model parse_model(const nlohmann::json& doc, const std::string& source) {
   Field root(doc, source);
   root.require_object();
+  // parameter_bytes: the sum over layers, written for information.
+  root.check_keys({"schema", "name", "source", "generated_by", "architecture", "global_batch_size",
+                   "optimizer_bytes_per_parameter_byte", "measured_files", "device", "layers", "parameter_bytes"},
+                  "a model");
   Model m;
   m.source_file = source;
   if (root.has("schema") && root.at("schema").string() != "adagrouper.model/1")
-    root.at("schema").fail(fmt::format("must be \"adagrouper.model/1\", got {}", describe_json(root.at("schema").json())));
-  m.name = root.has("name") ? root.at("name").string() : std::filesystem::path(source).stem().string();
+    root.at("schema").fail(
+        fmt::format("must be \"adagrouper.model/1\", got {}", describe_json(root.at("schema").json())));
+  m.name = utf8_safe(root.has("name") ? root.at("name").string() : std::filesystem::path(source).stem().string());
   m.description = opt_string(root, "description");
   m.source = opt_string(root, "source");
   m.generated_by = opt_string(root, "generated_by");
   if (root.has("architecture")) {
-    root.at("architecture").require_object();
+    root.at("architecture").require_object();  // free-form: the hyperparameters, for information
     m.architecture = nlohmann::ordered_json(root.at("architecture").json());
   }
-  if (root.has("global_batch_size"))
-    m.global_batch_size = static_cast<int>(std::min<std::int64_t>(root.at("global_batch_size").integer_at_least(1), 1 << 30));
-  m.optimizer_bytes_per_parameter_byte = root.at("optimizer_bytes_per_parameter_byte").non_negative();
+  if (root.has("global_batch_size")) m.global_batch_size = root.at("global_batch_size").int_in(1, sim::kMaxBatchSize);
+  m.optimizer_bytes_per_parameter_byte =
+      root.at("optimizer_bytes_per_parameter_byte").number_in(0, 1e6, "bytes of state per parameter byte");
   if (root.has("measured_files")) {
     const Field mf = root.at("measured_files");
     for (std::size_t i = 0; i < mf.size(); ++i) m.measured_files.push_back(mf.at(i).string());
@@ -157,7 +180,10 @@ Model parse_model(const nlohmann::json& doc, const std::string& source) {
   m.device = parse_device(root.at("device"));
   const Field layers = root.at("layers");
   if (layers.size() == 0) layers.fail("must list at least one layer");
-  for (std::size_t i = 0; i < layers.size(); ++i) m.layers.push_back(parse_layer(layers.at(i), i, i + 1 == layers.size()));
+  if (layers.size() > kMaxLayers)
+    layers.fail(fmt::format("lists {} layers, more than the {} a model may have", layers.size(), kMaxLayers));
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    m.layers.push_back(parse_layer(layers.at(i), i, i + 1 == layers.size()));
   m.micro_batch_sizes();  // the layers' ranges must overlap
   return m;
 }

@@ -2,7 +2,6 @@
 //
 // The JSONL "layer" lines of docs/formats.md, "Measured layers".
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <string>
 #include <utility>
@@ -12,24 +11,19 @@
 #include "error.h"
 #include "json_util.h"
 #include "model.h"
+#include "pipeline.h"
+#include "rate_forms.h"
 
 namespace adagrouper::planner {
 
 namespace {
 
-nlohmann::json parse_line(const std::string& text, const std::string& file, int line) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();
-    const auto colon = what.find(": ", what.find("parse error"));
-    throw InputError(fmt::format("{}:{}: invalid JSON: {}", file, line,
-                                 colon == std::string::npos ? what : what.substr(colon + 2)));
-  }
-}
-
 bool is_layer_line(const Field& f) {
   return f.has("type") && f.at("type").json().is_string() && f.at("type").json().get<std::string>() == "layer";
+}
+
+double read_bytes(const Field& f) {
+  return f.number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
 }
 
 // The point a line gives for layer li at size b: the measured times; the bytes it leaves
@@ -38,8 +32,8 @@ bool is_layer_line(const Field& f) {
 LayerPoint measured_point(const Field& f, const Model& estimates, int li, int b, const LayerPoint* existing) {
   LayerPoint p;
   p.micro_batch_size = b;
-  p.forward_s = f.at("forward_s").non_negative();
-  p.backward_s = f.at("backward_s").non_negative();
+  p.forward_s = sim::read_time(f.at("forward_s"));
+  p.backward_s = sim::read_time(f.at("backward_s"));
   p.measured = true;
   const auto& est = estimates.layers[static_cast<std::size_t>(li)].profile;
   const bool inside = b >= est.front().micro_batch_size && b <= est.back().micro_batch_size;
@@ -55,8 +49,8 @@ LayerPoint measured_point(const Field& f, const Model& estimates, int li, int b,
     if (estimate.gout != estimate.out) p.grad_output_bytes = estimate.gout;
   }
   const bool required = !existing && !inside;
-  if (f.has("activation_bytes") || required) p.activation_bytes = f.at("activation_bytes").non_negative();
-  if (f.has("output_bytes") || required) p.output_bytes = f.at("output_bytes").non_negative();
+  if (f.has("activation_bytes") || required) p.activation_bytes = read_bytes(f.at("activation_bytes"));
+  if (f.has("output_bytes") || required) p.output_bytes = read_bytes(f.at("output_bytes"));
   return p;
 }
 
@@ -69,12 +63,15 @@ class Merge {
   bool line(const Field& f, int line) {
     f.require_object();
     if (!is_layer_line(f)) return false;
+    f.check_keys({"type", "layer", "name", "micro_batch_size", "forward_s", "backward_s", "activation_bytes",
+                  "output_bytes", "parameter_bytes"},
+                 "a layer line");
     const int L = model_.num_layers();
     const std::int64_t idx = f.at("layer").integer_at_least(0);
     if (idx >= L)
       f.at("layer").fail(
           fmt::format("the model {} has {} layers (0..{}), got layer {}", model_.source_file, L, L - 1, idx));
-    const int b = static_cast<int>(std::min<std::int64_t>(f.at("micro_batch_size").integer_at_least(1), 1 << 30));
+    const int b = f.at("micro_batch_size").int_in(1, sim::kMaxBatchSize);
     const int li = static_cast<int>(idx);
     if (auto [it, fresh] = seen_.emplace(std::pair{li, b}, line); !fresh)
       f.fail(fmt::format("layer {} at micro_batch_size {} is measured twice (lines {} and {})", li, b, it->second,
@@ -85,7 +82,7 @@ class Merge {
                                 [](const LayerPoint& q, int v) { return q.micro_batch_size < v; });
     const bool exists = pos != layer.profile.end() && pos->micro_batch_size == b;
     const LayerPoint p = measured_point(f, estimates_, li, b, exists ? &*pos : nullptr);
-    if (f.has("parameter_bytes")) layer.parameter_bytes = f.at("parameter_bytes").non_negative();
+    if (f.has("parameter_bytes")) layer.parameter_bytes = read_bytes(f.at("parameter_bytes"));
     if (exists) {
       *pos = p;
     } else {
@@ -113,17 +110,19 @@ class Merge {
 }  // namespace
 
 std::vector<std::string> merge_measured(Model& model, const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path.string()));
   const std::string file = path.string();
+  const std::string content = read_text_file(path);
   Merge merge(model, file);
-  std::string text;
+  std::string_view rest = content;
   int line = 0, used = 0;
-  while (std::getline(in, text)) {
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    std::string_view text = rest.substr(0, end);
+    rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + 1);
     ++line;
-    if (!text.empty() && text.back() == '\r') text.pop_back();
-    if (text.find_first_not_of(" \t") == std::string::npos) continue;
-    const nlohmann::json doc = parse_line(text, file, line);
+    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    if (text.find_first_not_of(" \t") == std::string_view::npos) continue;
+    const nlohmann::json doc = parse_json_text(text, file, static_cast<std::size_t>(line));
     used += merge.line(Field(doc, fmt::format("{}:{}", file, line)), line);
   }
   if (used == 0)

@@ -44,32 +44,43 @@ class ModelPlanner {
 
  private:
   void try_stage_count(int S) {
-    if (S > model_.num_layers()) {
-      trials_.push_back({S, 0, {}, false, 0, 0, fmt::format("more stages than the {} layers", model_.num_layers())});
-      return;
+    for (const int v : o_.virtual_stages) {
+      if (S * v > model_.num_layers()) {
+        trials_.push_back({S, v, 0, {}, false, 0, 0,
+                           fmt::format("more {}stages than the {} layers", v == 1 ? "" : "model ", model_.num_layers())});
+        continue;
+      }
+      sim::Network net, cut_net;
+      try {
+        net = network_for_(S);
+        cut_net = v == 1 ? net : network_for_(S * v);
+      } catch (const InputError& e) {
+        if (!several_) throw;
+        trials_.push_back({S, v, 0, {}, false, 0, 0, fmt::format("network: {}", e.what())});
+        last_error_ = e.what();
+        continue;
+      }
+      std::map<std::vector<int>, int> planned;  // bounds -> size it was first cut at
+      for (int b : sizes_) try_cut(S, v, b, {net, cut_net}, planned);
     }
-    sim::Network net;
-    try {
-      net = network_for_(S);
-    } catch (const InputError& e) {
-      if (!several_) throw;
-      trials_.push_back({S, 0, {}, false, 0, 0, fmt::format("network: {}", e.what())});
-      last_error_ = e.what();
-      return;
-    }
-    std::map<std::vector<int>, int> planned;  // bounds -> size it was first cut at
-    for (int b : sizes_) try_cut(S, b, net, planned);
   }
 
-  // Partitions into S stages at micro-batch size b (memory checked with 1F1B) and plans
-  // the cut unless an earlier size made the same one.
-  void try_cut(int S, int b, const sim::Network& net, std::map<std::vector<int>, int>& planned) {
+  // The networks of a trial: for planning on S devices, and for cutting S x v model stages.
+  struct Networks {
+    const sim::Network& plan;
+    const sim::Network& cut;
+  };
+
+  // Partitions into S x v model stages at micro-batch size b (memory checked with 1F1B)
+  // and plans the cut on S devices unless an earlier size made the same one.
+  void try_cut(int S, int v, int b, const Networks& nets, std::map<std::vector<int>, int>& planned) {
     ModelPlanTrial t;
     t.stages = S;
+    t.virtual_stages = v;
     t.micro_batch_size = b;
     PartitionResult pr;
     try {
-      pr = partition(model_, net, partition_options(S, b));
+      pr = partition(model_, nets.cut, partition_options(S * v, b));
     } catch (const InputError& e) {
       fail(std::move(t), "no cut fits with 1f1b at this micro-batch size", e);
       return;
@@ -83,7 +94,10 @@ class ModelPlanner {
     planned.emplace(t.bounds, b);
     PlanResult plan;
     try {
-      plan = make_plan(pr.pipeline, net, o_.plan);
+      PlanOptions po = o_.plan;
+      po.devices = S;
+      po.virtual_stages = {v};
+      plan = make_plan(pr.pipeline, nets.plan, po);
     } catch (const InputError& e) {
       fail(std::move(t), "the planner finds no schedule that fits", e);
       return;
@@ -95,7 +109,7 @@ class ModelPlanner {
     t.note = fmt::format("{}, b = {}", win.spec.prose(), win.micro_batch_size);
     trials_.push_back(t);
     if (better(t)) {
-      best_ = ModelPlan{std::move(plan), std::move(pr), net, {}, 0};
+      best_ = ModelPlan{std::move(plan), std::move(pr), nets.plan, {}, 0};
       best_trial_ = trials_.size() - 1;
     }
   }
@@ -180,6 +194,7 @@ nlohmann::ordered_json model_plan_json(const ModelPlan& mp, const std::string& m
     const ModelPlanTrial& t = mp.trials[i];
     nlohmann::ordered_json tj;
     tj["stages"] = t.stages;
+    tj["virtual_stages"] = t.virtual_stages;
     tj["micro_batch_size"] = t.micro_batch_size;
     tj["bounds"] = t.bounds;
     if (t.planned) {
@@ -196,16 +211,20 @@ nlohmann::ordered_json model_plan_json(const ModelPlan& mp, const std::string& m
 }
 
 std::string model_plan_text(const ModelPlan& mp) {
+  // The v column only when some cut has several model stages per stage.
+  bool several = false;
+  for (const ModelPlanTrial& t : mp.trials) several |= t.virtual_stages != 1;
   std::string out = "partitions tried (cut with 1f1b at micro-batch size b, then planned):\n";
-  out += fmt::format("  {:>6} {:>5}  {:<28} {:>13} {:>16}  {}\n", "stages", "b", "layers per stage", "iteration s",
-                     "samples/s/device", "plan");
+  out += fmt::format("  {:>6}{} {:>5}  {:<28} {:>13} {:>16}  {}\n", "stages", several ? "   v" : "", "b",
+                     several ? "layers per model stage" : "layers per stage", "iteration s", "samples/s/device", "plan");
   for (std::size_t i = 0; i < mp.trials.size(); ++i) {
     const ModelPlanTrial& t = mp.trials[i];
     std::vector<int> per;
     for (std::size_t s = 0; s + 1 < t.bounds.size(); ++s) per.push_back(t.bounds[s + 1] - t.bounds[s]);
     std::string layers = per.empty() ? "-" : fmt::format("{}", fmt::join(per, ","));
     if (layers.size() > 28) layers = layers.substr(0, 25) + "...";
-    out += fmt::format("{} {:>6} {:>5}  {:<28} {:>13} {:>16}  {}\n", i == mp.chosen_trial ? "*" : " ", t.stages,
+    out += fmt::format("{} {:>6}{} {:>5}  {:<28} {:>13} {:>16}  {}\n", i == mp.chosen_trial ? "*" : " ", t.stages,
+                       several ? fmt::format(" {:>3}", t.virtual_stages) : "",
                        t.micro_batch_size > 0 ? std::to_string(t.micro_batch_size) : "-", layers,
                        t.planned ? fmt::format("{:.6g}", t.predicted_iteration_time_s) : "-",
                        t.planned ? fmt::format("{:.4g}", t.throughput_per_device) : "-", t.note);

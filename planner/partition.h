@@ -139,12 +139,16 @@ std::string partition_text(const PartitionResult& r);
 
 struct ModelPlanOptions {
   std::vector<int> stage_counts;   // S to try (one, or several with --stages auto)
-  PlanOptions plan;                // B, memory limit, evaluation
+  // v to try: each cuts the layers into S x v model stages, planned on S devices with v
+  // model stages per device (PlanOptions::virtual_stages {v}).
+  std::vector<int> virtual_stages{1};
+  PlanOptions plan;                // B, memory limit, evaluation, families
   int refine = 8;
 };
 
 struct ModelPlanTrial {
-  int stages = 0;
+  int stages = 0;                  // devices
+  int virtual_stages = 1;          // model stages per device: the cut has stages x v
   int micro_batch_size = 0;        // the size the cut was made at
   std::vector<int> bounds;         // empty when nothing fits
   bool planned = false;
@@ -161,11 +165,13 @@ struct ModelPlan {
   std::size_t chosen_trial = 0;
 };
 
-// For each S, partitions at every micro-batch size that divides B (memory checked with
-// 1F1B, the schedule with the fewest micro-batches in flight), plans each distinct cut
-// with make_plan, and keeps the fastest; across several S, the highest throughput per
-// device. `network_for(S)` loads the network for S stages (with several S, an S whose
-// network does not load is skipped). Throws InputError when nothing can be planned.
+// For each S and v, partitions into S x v model stages at every micro-batch size that
+// divides B (memory checked with 1F1B, the schedule with the fewest micro-batches in
+// flight), plans each distinct cut with make_plan on S devices, and keeps the fastest;
+// across several S, the highest throughput per device. `network_for(S)` loads the
+// network for S stages (with several S, an S whose network does not load is skipped;
+// the cut into S x v model stages uses the network for S x v). Throws InputError when
+// nothing can be planned.
 ModelPlan plan_model(const Model& model, const std::function<sim::Network(int)>& network_for,
                      const ModelPlanOptions& options);
 

@@ -1,4 +1,5 @@
-// The outputs of `plan`: the adagrouper.plan/1 document and the table of candidates.
+// The outputs of `plan`: the adagrouper.plan/2 document and the table of candidates.
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -9,10 +10,24 @@ namespace adagrouper::planner {
 
 namespace {
 
-nlohmann::ordered_json candidate_json(const Candidate& c) {
-  nlohmann::ordered_json j;
+// What names the candidate's schedule: its family, k and how it runs its model stages and
+// backwards.
+void schedule_fields(const Candidate& c, nlohmann::ordered_json& j) {
   j["schedule"] = c.spec.family;
   j["k"] = c.k;
+  j["virtual_stages"] = c.spec.virtual_stages;
+  j["split_backward"] = c.spec.split_backward;
+  j["w_fill"] = c.spec.w_fill == sim::WFill::Dynamic ? "dynamic" : "static";
+  if (c.spec.max_pending_w) {
+    j["max_pending_w"] = *c.spec.max_pending_w;
+  } else {
+    j["max_pending_w"] = nullptr;
+  }
+}
+
+nlohmann::ordered_json candidate_json(const Candidate& c) {
+  nlohmann::ordered_json j;
+  schedule_fields(c, j);
   j["micro_batch_size"] = c.micro_batch_size;
   j["micro_batches"] = c.micro_batches;
   j["baseline"] = c.baseline;
@@ -22,29 +37,22 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
   } else {
     j["predicted_iteration_time_s"] = nullptr;
   }
-  j["peak_memory_bytes"] = c.model_memory;
+  if (c.status == Status::Refused) {
+    j["peak_memory_bytes"] = nullptr;
+  } else {
+    j["peak_memory_bytes"] = c.model_memory;
+  }
   if (c.evaluated) j["simulated_peak_memory_bytes"] = c.simulated_memory;
   j["status"] = to_string(c.status);
   j["reason"] = c.reason;
   return j;
 }
 
-const char* kind_name(ProgramEntry::Kind k) {
-  switch (k) {
-    case ProgramEntry::Kind::Forward: return "forward";
-    case ProgramEntry::Kind::Backward: return "backward";
-    case ProgramEntry::Kind::Send: return "send";
-    case ProgramEntry::Kind::Recv: return "recv";
-  }
-  return "?";
-}
-
 // The chosen plan: its candidate's figures and the op order of every stage.
 nlohmann::ordered_json chosen_json(const PlanResult& plan) {
   const Candidate& win = plan.candidates[plan.chosen];
   nlohmann::ordered_json chosen;
-  chosen["schedule"] = win.spec.family;
-  chosen["k"] = win.k;
+  schedule_fields(win, chosen);
   chosen["micro_batch_size"] = win.micro_batch_size;
   chosen["micro_batches"] = win.micro_batches;
   chosen["predicted_iteration_time_s"] = win.predicted_iteration_time_s;
@@ -56,10 +64,14 @@ nlohmann::ordered_json chosen_json(const PlanResult& plan) {
   } else {
     chosen["speedup_over_1f1b"] = nullptr;
   }
+  chosen["status"] = to_string(win.status);
+  chosen["reason"] = win.reason;
+  // "F3" with one model stage per stage, "2F3" (model stage first) with several.
+  const sim::Schedule& sch = plan.chosen_schedule;
   chosen["order"] = nlohmann::ordered_json::array();
-  for (const auto& ops : plan.chosen_schedule.stages) {
+  for (const auto& ops : sch.stages) {
     auto names = nlohmann::ordered_json::array();
-    for (const auto& op : ops) names.push_back(sim::op_name(op));
+    for (const auto& op : ops) names.push_back(sch.placement.empty() ? sim::op_name(op) : sim::action_name(op));
     chosen["order"].push_back(std::move(names));
   }
   return chosen;
@@ -67,16 +79,18 @@ nlohmann::ordered_json chosen_json(const PlanResult& plan) {
 
 nlohmann::ordered_json entry_json(const ProgramEntry& e) {
   nlohmann::ordered_json o;
-  o["op"] = kind_name(e.kind);
+  o["op"] = program_entry_name(e.kind);
   if (e.kind == ProgramEntry::Kind::Send || e.kind == ProgramEntry::Kind::Recv) {
-    o["stream"] = kind_name(e.kind);
+    o["stream"] = program_entry_name(e.kind);
     o["peer"] = e.peer;
     o["micro_batch"] = e.micro_batch;
+    o["model_stage"] = e.model_stage;
     o["bytes"] = e.bytes;
     o["tag"] = e.tag;
     o["communicator"] = e.communicator;
   } else {
     o["micro_batch"] = e.micro_batch;
+    o["model_stage"] = e.model_stage;
   }
   return o;
 }
@@ -93,12 +107,14 @@ nlohmann::ordered_json devices_json(const std::vector<DeviceProgram>& programs) 
   return devs;
 }
 
-// One communicator per pair of neighbours and direction.
-nlohmann::ordered_json communicators_json(int stages) {
+// One communicator per ordered pair of stages (planner::communicators).
+nlohmann::ordered_json communicators_json(const sim::Schedule& schedule) {
   auto comms = nlohmann::ordered_json::array();
-  for (int s = 0; s + 1 < stages; ++s) {
-    comms.push_back({{"id", 2 * s}, {"from", s}, {"to", s + 1}, {"carries", "activations"}});
-    comms.push_back({{"id", 2 * s + 1}, {"from", s + 1}, {"to", s}, {"carries", "gradients"}});
+  for (const Communicator& c : communicators(schedule)) {
+    const char* carries = c.activations && c.gradients ? "activations and gradients"
+                          : c.gradients               ? "gradients"
+                                                      : "activations";
+    comms.push_back({{"id", c.id}, {"from", c.from}, {"to", c.to}, {"carries", carries}});
   }
   return comms;
 }
@@ -120,9 +136,10 @@ std::vector<DeviceProgram> checked_programs(const PlanResult& plan) {
 nlohmann::ordered_json plan_json(const PlanResult& plan, const std::vector<InputFile>& inputs) {
   const auto programs = checked_programs(plan);
   nlohmann::ordered_json j;
-  j["schema"] = "adagrouper.plan/1";
+  j["schema"] = "adagrouper.plan/2";
   j["pipeline"] = plan.pipeline.name;
-  j["stages"] = plan.pipeline.num_stages();
+  j["stages"] = plan.devices;
+  j["pipeline_stages"] = plan.pipeline.num_stages();
   j["global_batch_size"] = plan.options.global_batch_size;
   j["memory_limit_bytes"] = plan.options.memory_limit_bytes;
   auto& in = j["inputs"] = nlohmann::ordered_json::array();
@@ -132,25 +149,43 @@ nlohmann::ordered_json plan_json(const PlanResult& plan, const std::vector<Input
   auto& cs = j["candidates"] = nlohmann::ordered_json::array();
   for (const auto& c : plan.candidates) cs.push_back(candidate_json(c));
   j["devices"] = devices_json(programs);
-  j["communicators"] = communicators_json(plan.pipeline.num_stages());
+  j["communicators"] = communicators_json(plan.chosen_schedule);
   return j;
 }
+
+namespace {
+
+// The schedule column of the table: the family and its parameters other than k (the k
+// column has it): "kfkb", "zbv", "interleaved-1f1b v=2", "kfkb split-backward w-fill=dynamic".
+std::string schedule_column(const Candidate& c) {
+  sim::ScheduleSpec spec = c.spec;
+  spec.k.reset();
+  return spec.label();
+}
+
+}  // namespace
 
 std::string plan_text(const PlanResult& plan) {
   const Candidate& win = plan.candidates[plan.chosen];
   const double gib = 1024.0 * 1024.0 * 1024.0;
-  std::string out = fmt::format("{}: S={} stages, B={}, memory limit {:.2f} GiB per stage\n", plan.pipeline.name,
-                                plan.pipeline.num_stages(), plan.options.global_batch_size,
+  const int J = plan.pipeline.num_stages();
+  const std::string model_stages = J == plan.devices ? "" : fmt::format(" ({} model stages)", J);
+  std::string out = fmt::format("{}: S={} stages{}, B={}, memory limit {:.2f} GiB per stage\n", plan.pipeline.name,
+                                plan.devices, model_stages, plan.options.global_batch_size,
                                 plan.options.memory_limit_bytes / gib);
-  out += fmt::format("  {:<9} {:>4} {:>5} {:>6} {:>12} {:>13} {:>8}  {}\n", "schedule", "k", "b", "M", "peak memory",
-                     "iteration s", "vs 1F1B", "status");
+  std::size_t width = 9;
+  for (const Candidate& c : plan.candidates) width = std::max(width, schedule_column(c).size());
+  out += fmt::format("  {:<{}} {:>4} {:>5} {:>6} {:>12} {:>13} {:>8}  {}\n", "schedule", width, "k", "b", "M",
+                     "peak memory", "iteration s", "vs 1F1B", "status");
   const double base = plan.one_f_one_b ? plan.candidates[*plan.one_f_one_b].predicted_iteration_time_s : 0.0;
   for (std::size_t i = 0; i < plan.candidates.size(); ++i) {
     const Candidate& c = plan.candidates[i];
     const std::string t = c.evaluated ? fmt::format("{:.6g}", c.predicted_iteration_time_s) : "-";
     const std::string sp = c.evaluated && base > 0 ? fmt::format("{:.3f}x", base / c.predicted_iteration_time_s) : "-";
-    out += fmt::format("{} {:<9} {:>4} {:>5} {:>6} {:>8.2f} GiB {:>13} {:>8}  {}\n", i == plan.chosen ? "*" : " ",
-                       c.spec.family, c.k, c.micro_batch_size, c.micro_batches, c.peak_model_memory() / gib, t, sp,
+    const std::string mem =
+        c.status == Status::Refused ? std::string("-") : fmt::format("{:.2f} GiB", c.peak_model_memory() / gib);
+    out += fmt::format("{} {:<{}} {:>4} {:>5} {:>6} {:>12} {:>13} {:>8}  {}\n", i == plan.chosen ? "*" : " ",
+                       schedule_column(c), width, c.k, c.micro_batch_size, c.micro_batches, mem, t, sp,
                        to_string(c.status));
   }
   std::string why = fmt::format("{} with b = {} is the fastest plan that fits: {:.6g} s per iteration",

@@ -17,6 +17,7 @@ std::string to_string(Status s) {
     case Status::Lost: return "lost";
     case Status::Pruned: return "pruned";
     case Status::Infeasible: return "infeasible";
+    case Status::Refused: return "refused";
   }
   return "?";
 }
@@ -41,10 +42,10 @@ Candidate describe(const PlanContext& cx, const sim::ScheduleSpec& spec, int b, 
   c.spec = spec;
   c.micro_batch_size = b;
   c.micro_batches = cx.options.global_batch_size / b;
-  const sim::Schedule sch = sim::make_schedule(spec, cx.pipeline.num_stages(), c.micro_batches);
+  const sim::Schedule sch = sim::make_schedule(spec, cx.devices, c.micro_batches);
   c.k = sch.k;
   c.baseline = baseline;
-  c.model_memory = memory_model(cx.pipeline.at(b), sch, cx.network);
+  c.model_memory = memory_model(cx.pipeline_for(spec.virtual_stages).at(b), sch, cx.network);
   return c;
 }
 
@@ -52,12 +53,16 @@ bool fits(const PlanContext& cx, const Candidate& c) {
   return c.peak_model_memory() <= cx.options.memory_limit_bytes;
 }
 
-void evaluate(const PlanContext& cx, Candidate& c) {
-  sim::Scenario sc = sim::make_scenario(cx.pipeline, cx.network,
-                                        sim::make_schedule(c.spec, cx.pipeline.num_stages(), c.micro_batches),
-                                        c.micro_batch_size, cx.options.eval_iterations);
+sim::SimResult simulate_candidate(const PlanContext& cx, const Candidate& c, const sim::SimOptions& options) {
+  sim::Scenario sc = sim::make_scenario(cx.pipeline_for(c.virtual_stages()), cx.network,
+                                        sim::make_schedule(c.spec, cx.devices, c.micro_batches), c.micro_batch_size,
+                                        cx.options.eval_iterations);
   sc.start_time_s = cx.options.eval_start_s;
-  const sim::SimResult r = sim::simulate(sc);
+  return sim::simulate(sc, options);
+}
+
+void evaluate(const PlanContext& cx, Candidate& c) {
+  const sim::SimResult r = simulate_candidate(cx, c, {});
   c.evaluated = true;
   c.predicted_iteration_time_s = r.mean_iteration_time_s();
   c.throughput_samples_per_s = r.throughput_samples_per_s();
@@ -96,6 +101,48 @@ std::vector<int> micro_batch_sizes(const sim::Pipeline& pipeline, int B) {
 
 }  // namespace
 
+namespace {
+
+// D, and the v considered with the pipeline merged for each.
+void place(plan_steps::PlanContext& cx, const sim::Network& network) {
+  const sim::Pipeline& p = cx.pipeline;
+  const int J = p.num_stages(), D = cx.options.devices > 0 ? cx.options.devices : J;
+  if (cx.options.devices < 0 || J % D != 0)
+    throw InputError(fmt::format("--devices: {} has {} model stages, which is not a multiple of {} devices", p.source,
+                                 J, cx.options.devices));
+  if (network.num_stages() != D)
+    throw InputError(fmt::format("{}: describes {} stages, the plan runs on {}", network.source,
+                                 network.num_stages(), D));
+  cx.devices = D;
+  const int v_max = J / D;
+  if (cx.options.virtual_stages.empty()) {
+    for (int v = 1; v <= v_max; ++v)
+      if (v_max % v == 0) cx.virtual_stages.push_back(v);
+  } else {
+    cx.virtual_stages = cx.options.virtual_stages;
+  }
+  for (const int v : cx.virtual_stages) {
+    if (v < 1 || v_max % v != 0)
+      throw InputError(fmt::format("--virtual-stages: {} model stages per device do not divide the {} that {} has "
+                                   "on {} devices",
+                                   v, v_max, p.source, D));
+    cx.merged.emplace(v, merge_model_stages(p, D * v));
+  }
+  // The memory-limit curve and the baselines run one model stage per stage.
+  if (!cx.merged.count(1)) cx.merged.emplace(1, merge_model_stages(p, D));
+}
+
+// The chosen candidate's orders as its devices run them: under dynamic W fill, where the
+// evaluated run put the W ops in its first iteration.
+sim::Schedule chosen_orders(const plan_steps::PlanContext& cx, const Candidate& win) {
+  sim::Schedule sch = sim::make_schedule(win.spec, cx.devices, win.micro_batches);
+  if (win.spec.w_fill == sim::WFill::Dynamic)
+    sch.stages = plan_steps::simulate_candidate(cx, win, {.record_order = true}).executed.front();
+  return sch;
+}
+
+}  // namespace
+
 PlanResult make_plan(const sim::Pipeline& pipeline, const sim::Network& network, const PlanOptions& options) {
   check_options(pipeline, options);
   PlanResult res;
@@ -104,14 +151,18 @@ PlanResult make_plan(const sim::Pipeline& pipeline, const sim::Network& network,
   res.pipeline.memory_limit_bytes = options.memory_limit_bytes;
   res.network = network;
   res.options = options;
-  const plan_steps::PlanContext cx{res.pipeline, res.network, res.options,
-                                   micro_batch_sizes(pipeline, options.global_batch_size)};
+  plan_steps::PlanContext cx{res.pipeline, res.network, res.options,
+                             micro_batch_sizes(pipeline, options.global_batch_size), 0, {}, {}};
+  place(cx, network);
+  res.devices = cx.devices;
   plan_steps::add_curve(cx, res.candidates);
   plan_steps::add_baselines(cx, res.candidates);
+  plan_steps::add_families(cx, res.candidates);
   plan_steps::choose(cx, res);
   const Candidate& win = res.candidates[res.chosen];
-  res.chosen_schedule = sim::make_schedule(win.spec, pipeline.num_stages(), win.micro_batches);
-  res.chosen_stages = res.pipeline.at(win.micro_batch_size);
+  res.chosen_schedule = chosen_orders(cx, win);
+  res.chosen_pipeline = cx.pipeline_for(win.virtual_stages());
+  res.chosen_stages = res.chosen_pipeline.at(win.micro_batch_size);
   return res;
 }
 

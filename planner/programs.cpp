@@ -1,10 +1,13 @@
-// Per-device programs of a plan, and their validation.
+// Per-device programs of a plan, their communicators, and their validation.
 //
 // Validation: send/recv pairing, per-communicator order, and an acyclic combined
-// dependency graph.
+// dependency graph (docs/model.md section 11).
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <optional>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -18,32 +21,163 @@ namespace adagrouper::planner {
 
 using sim::Phase;
 
-std::vector<DeviceProgram> device_programs(const sim::Schedule& sch, const std::vector<sim::StageParams>& stages) {
-  const int S = sch.num_stages();
-  std::vector<DeviceProgram> progs(S);
-  for (int s = 0; s < S; ++s) {
-    DeviceProgram& p = progs[s];
-    p.stage = s;
-    for (const sim::Op& op : sch.stages[s]) {
-      const int m = op.micro_batch;
-      using K = ProgramEntry::Kind;
-      if (op.phase == Phase::Forward) {
-        if (s > 0) p.entries.push_back({K::Recv, m, s - 1, stages[s - 1].out, 2 * m, 2 * (s - 1)});
-        p.entries.push_back({K::Forward, m, -1, 0, 0, 0});
-        if (s + 1 < S) p.entries.push_back({K::Send, m, s + 1, stages[s].out, 2 * m, 2 * s});
-      } else {
-        if (s + 1 < S) p.entries.push_back({K::Recv, m, s + 1, stages[s + 1].gout, 2 * m + 1, 2 * s + 1});
-        p.entries.push_back({K::Backward, m, -1, 0, 0, 0});
-        if (s > 0) p.entries.push_back({K::Send, m, s - 1, stages[s].gout, 2 * m + 1, 2 * (s - 1) + 1});
+namespace {
+
+using K = ProgramEntry::Kind;
+
+// Where each model stage runs, its index among its stage's model stages, and where every
+// op sits in its stage's order.
+struct Placement {
+  int S = 0, J = 0, M = 0;
+  std::vector<int> stage_of, local_of, locals_on;  // per model stage; per stage
+  std::vector<std::int32_t> pos;                   // [(j M + m) 4 + phase]: position, or -1
+
+  explicit Placement(const sim::Schedule& sch) : S(sch.num_stages()), J(sch.num_model_stages()), locals_on(S, 0) {
+    for (int j = 0; j < J; ++j) {
+      stage_of.push_back(sch.stage_of(j));
+      local_of.push_back(locals_on[stage_of.back()]++);
+    }
+    for (const auto& order : sch.stages)
+      for (const sim::Op& op : order) M = std::max(M, op.micro_batch + 1);
+    pos.assign(static_cast<std::size_t>(J) * M * 4, -1);
+    for (int s = 0; s < S; ++s)
+      for (std::size_t i = 0; i < sch.stages[s].size(); ++i) {
+        const sim::Op& op = sch.stages[s][i];
+        at(model_stage(op, s), op.micro_batch, op.phase) = static_cast<std::int32_t>(i);
       }
+  }
+  static int model_stage(const sim::Op& op, int stage) { return op.model_stage < 0 ? stage : op.model_stage; }
+  std::int32_t& at(int j, int m, Phase ph) { return pos[(static_cast<std::size_t>(j) * M + m) * 4 + static_cast<int>(ph)]; }
+  // The model stage whose op produces the input of `op` (of model stage j), or -1.
+  int producer(int j, Phase ph) const {
+    if (ph == Phase::Forward) return j - 1;
+    if (ph == Phase::BackwardWeight) return -1;
+    return j + 1 < J ? j + 1 : -1;
+  }
+  // The model stage `op` (of model stage j) sends its output to, or -1.
+  int consumer(int j, Phase ph) const {
+    if (ph == Phase::Forward) return j + 1 < J ? j + 1 : -1;
+    if (ph == Phase::BackwardWeight) return -1;
+    return j - 1;
+  }
+  bool remote(int a, int b) const { return a >= 0 && stage_of[a] != stage_of[b]; }
+  // The position of the op of (j, m) that sends to model stage `to`.
+  std::int32_t sender_position(int j, int m, int to) {
+    if (to == j + 1) return at(j, m, Phase::Forward);
+    const std::int32_t b = at(j, m, Phase::Backward);
+    return b >= 0 ? b : at(j, m, Phase::BackwardInput);
+  }
+  // The tag of the message model stage j sends for micro-batch m (docs/model.md section 11).
+  int tag(int j, int m, bool gradient) const {
+    return 2 * (m * locals_on[stage_of[j]] + local_of[j]) + (gradient ? 1 : 0);
+  }
+};
+
+}  // namespace
+
+const char* program_entry_name(ProgramEntry::Kind kind) {
+  switch (kind) {
+    case K::Forward: return "forward";
+    case K::Backward: return "backward";
+    case K::BackwardInput: return "backward_input";
+    case K::BackwardWeight: return "backward_weight";
+    case K::Send: return "send";
+    case K::Recv: return "recv";
+  }
+  return "?";
+}
+
+std::vector<Communicator> communicators(const sim::Schedule& sch) {
+  const Placement pl(sch);
+  std::vector<Communicator> out;
+  for (int s = 0; s + 1 < pl.S; ++s) {
+    out.push_back({2 * s, s, s + 1, false, false});
+    out.push_back({2 * s + 1, s + 1, s, false, false});
+  }
+  std::set<std::pair<int, int>> far;  // pairs that are not neighbours
+  for (int j = 0; j + 1 < pl.J; ++j) {
+    const int a = pl.stage_of[j], b = pl.stage_of[j + 1];
+    if (std::abs(a - b) > 1) far.insert({a, b}), far.insert({b, a});
+  }
+  for (const auto& [from, to] : far) out.push_back({static_cast<int>(out.size()), from, to, false, false});
+  auto find = [&](int from, int to) -> Communicator& {
+    for (Communicator& c : out)
+      if (c.from == from && c.to == to) return c;
+    throw std::logic_error("communicators: no communicator for a pair of stages that exchange messages");
+  };
+  for (int j = 0; j + 1 < pl.J; ++j) {
+    const int a = pl.stage_of[j], b = pl.stage_of[j + 1];
+    if (a == b) continue;
+    find(a, b).activations = true;
+    find(b, a).gradients = true;
+  }
+  return out;
+}
+
+namespace {
+
+// One message of a communicator, in the order its receiver consumes them.
+struct Message {
+  int micro_batch, sender_model_stage;
+  bool gradient;
+  std::int32_t produced_at;  // position of its producer in the sender's order
+  std::int32_t issue_after;  // the sender issues it after this op: its producer's and the previous one's
+};
+
+// Per communicator id, its messages in the receiver's order.
+std::map<int, std::vector<Message>> communicator_messages(const sim::Schedule& sch, Placement& pl,
+                                                          const std::map<std::pair<int, int>, int>& ids) {
+  std::map<int, std::vector<Message>> out;
+  for (int d = 0; d < pl.S; ++d)
+    for (const sim::Op& op : sch.stages[d]) {
+      const int j = Placement::model_stage(op, d), from = pl.producer(j, op.phase);
+      if (!pl.remote(from, j)) continue;
+      auto& list = out[ids.at({pl.stage_of[from], d})];
+      const std::int32_t at = pl.sender_position(from, op.micro_batch, j);
+      const std::int32_t after = list.empty() ? at : std::max(at, list.back().issue_after);
+      list.push_back({op.micro_batch, from, op.phase != Phase::Forward, at, after});
+    }
+  return out;
+}
+
+}  // namespace
+
+std::vector<DeviceProgram> device_programs(const sim::Schedule& sch, const std::vector<sim::StageParams>& params) {
+  Placement pl(sch);
+  std::map<std::pair<int, int>, int> ids;
+  for (const Communicator& c : communicators(sch)) ids[{c.from, c.to}] = c.id;
+  // sends[d][i]: the sends stage d issues after its op i, in issue order.
+  std::vector<std::vector<std::vector<ProgramEntry>>> sends(pl.S);
+  for (int d = 0; d < pl.S; ++d) sends[d].resize(sch.stages[d].size());
+  for (const auto& [id, list] : communicator_messages(sch, pl, ids))
+    for (const Message& msg : list) {
+      const int j = msg.sender_model_stage, to = msg.gradient ? j - 1 : j + 1;
+      const double bytes = msg.gradient ? params[j].gout : params[j].out;
+      sends[pl.stage_of[j]][msg.issue_after].push_back(
+          {K::Send, msg.micro_batch, pl.stage_of[to], bytes, pl.tag(j, msg.micro_batch, msg.gradient), id, j});
+    }
+  static constexpr K kKinds[] = {K::Forward, K::Backward, K::BackwardInput, K::BackwardWeight};
+  std::vector<DeviceProgram> progs(pl.S);
+  for (int d = 0; d < pl.S; ++d) {
+    DeviceProgram& p = progs[d];
+    p.stage = d;
+    for (std::size_t i = 0; i < sch.stages[d].size(); ++i) {
+      const sim::Op& op = sch.stages[d][i];
+      const int j = Placement::model_stage(op, d), m = op.micro_batch, from = pl.producer(j, op.phase);
+      if (pl.remote(from, j)) {
+        const bool gradient = op.phase != Phase::Forward;
+        const double bytes = gradient ? params[from].gout : params[from].out;
+        p.entries.push_back({K::Recv, m, pl.stage_of[from], bytes, pl.tag(from, m, gradient),
+                             ids.at({pl.stage_of[from], d}), j});
+      }
+      p.entries.push_back({kKinds[static_cast<int>(op.phase)], m, -1, 0, 0, 0, j});
+      for (ProgramEntry& e : sends[d][i]) p.entries.push_back(std::move(e));
     }
   }
   return progs;
 }
 
 namespace {
-
-using K = ProgramEntry::Kind;
 
 // Every entry of every device as one vertex, numbered device by device in issue order.
 class EntryIndex {
@@ -67,12 +201,9 @@ class EntryIndex {
   std::string name(std::size_t v) const {
     const auto [d, i] = locate(v);
     const ProgramEntry& e = progs_[d].entries[i];
-    const char* kind = e.kind == K::Send      ? "send"
-                       : e.kind == K::Recv    ? "recv"
-                       : e.kind == K::Forward ? "forward"
-                                              : "backward";
-    return fmt::format("device {} entry {} ({} micro-batch {}, communicator {}, tag {})", progs_[d].stage, i, kind,
-                       e.micro_batch, e.communicator, e.tag);
+    return fmt::format("device {} entry {} ({} micro-batch {} of model stage {}, communicator {}, tag {})",
+                       progs_[d].stage, i, program_entry_name(e.kind), e.micro_batch, e.model_stage, e.communicator,
+                       e.tag);
   }
 
  private:
@@ -123,28 +254,32 @@ std::vector<std::pair<std::size_t, std::size_t>> pair_sends(const std::map<int, 
 
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
 
-// The edges of one device's program: program order on its compute, send and recv
-// streams; a recv before the compute op after it; a compute op before the send after it.
-// rep maps a vertex to the vertex it is merged into.
+// The edges of one device's program: program order on its compute stream and on each
+// communicator's sends and recvs (one FIFO each, as the simulator's channels: docs/model.md
+// section 11); a recv before the compute op after it; a compute op before the send after
+// it. rep maps a vertex to the vertex it is merged into.
 void add_device_edges(const DeviceProgram& prog, std::size_t first, const std::vector<std::size_t>& rep, Graph& g) {
-  std::optional<std::size_t> last_compute, last_send, last_recv, pending_recv;
+  std::optional<std::size_t> last_compute, pending_recv;
+  std::map<int, std::size_t> last_send, last_recv;  // per communicator
+  auto chain = [&](std::map<int, std::size_t>& last, int communicator, std::size_t v) {
+    if (const auto it = last.find(communicator); it != last.end()) boost::add_edge(rep[it->second], rep[v], g);
+    last[communicator] = v;
+  };
   for (std::size_t i = 0; i < prog.entries.size(); ++i) {
     const std::size_t v = first + i;
-    auto chain = [&](std::optional<std::size_t>& last) {
-      if (last) boost::add_edge(rep[*last], rep[v], g);
-      last = v;
-    };
-    switch (prog.entries[i].kind) {
+    const ProgramEntry& e = prog.entries[i];
+    switch (e.kind) {
       case K::Recv:
-        chain(last_recv);
+        chain(last_recv, e.communicator, v);
         pending_recv = v;
         break;
       case K::Send:
-        chain(last_send);
+        chain(last_send, e.communicator, v);
         if (last_compute) boost::add_edge(rep[*last_compute], rep[v], g);
         break;
       default:
-        chain(last_compute);
+        if (last_compute) boost::add_edge(rep[*last_compute], rep[v], g);
+        last_compute = v;
         if (pending_recv) boost::add_edge(rep[*pending_recv], rep[v], g);
         pending_recv.reset();
     }

@@ -1,7 +1,7 @@
 // The choice among make_plan's evaluated candidates, and why each other one lost.
 //
-// The fastest feasible one, ties to less peak memory and then smaller k (docs/model.md
-// section 11).
+// The fastest feasible one, ties to less peak memory, then smaller k, then fewer virtual
+// stages (docs/model.md section 11).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -19,12 +19,14 @@ namespace {
 // the tie-breakers (less memory, then smaller k) should decide.
 bool same_time(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)); }
 
-// Selection order: faster, then less peak model memory, then smaller k.
+// Selection order: faster, then less peak model memory, then smaller k, then fewer
+// virtual stages.
 bool better(const Candidate& a, const Candidate& b) {
   if (!same_time(a.predicted_iteration_time_s, b.predicted_iteration_time_s))
     return a.predicted_iteration_time_s < b.predicted_iteration_time_s;
   if (a.peak_model_memory() != b.peak_model_memory()) return a.peak_model_memory() < b.peak_model_memory();
-  return a.k < b.k;
+  if (a.k != b.k) return a.k < b.k;
+  return a.virtual_stages() < b.virtual_stages();
 }
 
 // The best evaluated candidate in selection order (the first of equals); nullopt when
@@ -45,7 +47,9 @@ std::optional<std::size_t> evaluated_1f1b(const std::vector<Candidate>& cands) {
 }
 
 [[noreturn]] void throw_nothing_fits(const PlanContext& cx, const std::vector<Candidate>& cands) {
+  // Refused candidates have no memory model: they never name the smallest need.
   const auto it = std::min_element(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.model_memory.empty() != b.model_memory.empty()) return b.model_memory.empty();
     return a.peak_model_memory() < b.peak_model_memory();
   });
   const double limit = cx.options.memory_limit_bytes;
@@ -72,7 +76,8 @@ void mark(std::vector<Candidate>& cands, std::size_t chosen) {
                            win.predicted_iteration_time_s,
                            100.0 * (c.predicted_iteration_time_s / win.predicted_iteration_time_s - 1.0));
     if (same_time(c.predicted_iteration_time_s, win.predicted_iteration_time_s))
-      c.reason += ", a tie broken by memory, then k";
+      c.reason += c.virtual_stages() == win.virtual_stages() ? ", a tie broken by memory, then k"
+                                                             : ", a tie broken by memory, then k, then virtual stages";
   }
 }
 

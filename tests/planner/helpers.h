@@ -107,6 +107,52 @@ inline sim::Pipeline random_pipeline(Rng& rng, int S, const std::vector<int>& si
   return make_pipeline(profiles, statics, global_batch, memory_limit);
 }
 
+// A pipeline of J model stages with dyadic numbers (sums stay exact), profiled at b = 1
+// and 2, some with split-backward fields and gradients of their own.
+inline sim::Pipeline dyadic_pipeline(Rng& rng, int J, int B) {
+  sim::Pipeline p;
+  p.name = "dyadic";
+  p.source = "dyadic.json";
+  p.global_batch_size = B;
+  p.memory_limit_bytes = 1e18;
+  const bool own_gout = rng.chance(0.5);
+  for (int j = 0; j < J; ++j) {
+    sim::StageSpec st;
+    st.static_bytes = rng.dyadic(0, 64, 1);
+    st.optimizer_s = rng.chance(0.5) ? 0.0 : rng.dyadic(0, 8, 4);
+    for (const int b : {1, 2}) {
+      sim::ProfilePoint pt;
+      pt.micro_batch_size = b;
+      pt.forward_s = b * rng.dyadic(1, 16, 8);
+      pt.backward_s = b * rng.dyadic(2, 32, 8);
+      pt.activation_bytes = b * rng.dyadic(0, 16, 1);
+      pt.output_bytes = b * rng.dyadic(0, 16, 4);
+      if (own_gout) pt.grad_output_bytes = b * rng.dyadic(0, 16, 4);
+      if (rng.chance(0.5)) {
+        pt.backward_input_s = pt.backward_s * rng.dyadic(1, 3, 4);
+        pt.weight_grad_bytes = pt.activation_bytes * rng.dyadic(0, 4, 4);
+      }
+      st.profile.push_back(pt);
+    }
+    p.stages.push_back(st);
+  }
+  return p;
+}
+
+// A network of D stages: every channel with a random latency, capacity (0: unlimited)
+// and rate trace (or none), some stages with a speed trace.
+inline sim::Network random_device_network(Rng& rng, int D) {
+  sim::Network net = sim::Network::uniform(D, std::nullopt, 0.0);
+  net.rewrite_channels([&](sim::ChannelSpec& ch) {
+    ch.latency_s = rng.chance(0.5) ? 0.0 : rng.dyadic(0, 4, 4);
+    ch.capacity = rng.range(0, 3);
+    if (rng.chance(0.8)) ch.set_rate(random_trace(rng, 1, 16, 4));
+  });
+  for (int d = 0; d < D; ++d)
+    if (rng.chance(0.3)) net.set_speed(d, random_trace(rng, 1, 8, 4));
+  return net;
+}
+
 // Network with every channel at `rate`, and the given traces replacing some of them.
 inline sim::Network constant_network(int S, std::optional<double> rate, double latency = 0.0) {
   return sim::Network::uniform(S, rate, latency);

@@ -2,7 +2,10 @@
 //
 // The toy example's choices (configs/examples/toy-4.json, docs/model.md section 9), the
 // infeasible-limit error, stable JSON with the fields of docs/formats.md ("Plan JSON"),
-// help and bad command lines, and predictions equal to `adagrouper simulate`.
+// help and bad command lines, and predictions equal to `adagrouper simulate`; with
+// schedule families and devices: predictions equal to `simulate` on the merged pipeline,
+// the PyTorch CSV reads back to the same numbers, programs across any pair of devices,
+// and the bad combinations.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -155,13 +158,8 @@ std::string sha256sum(const fs::path& p) {
   return out.substr(0, 64);
 }
 
-void check_plan_document(const json& doc, const std::string& pipe, const std::string& net, int S) {
-  SCOPED_TRACE(pipe + " " + net);
-  EXPECT_EQ(doc.at("schema"), "adagrouper.plan/1");
-  EXPECT_TRUE(doc.at("global_batch_size").is_number_integer());
-  EXPECT_TRUE(doc.at("memory_limit_bytes").is_number());
-
-  // Inputs: paths and sha256 of both files.
+// Inputs: paths and sha256 of both files.
+void check_plan_inputs(const json& doc, const std::string& pipe, const std::string& net) {
   std::map<std::string, std::string> sha;
   for (const auto& in : doc.at("inputs")) {
     const std::string h = in.at("sha256");
@@ -174,11 +172,20 @@ void check_plan_document(const json& doc, const std::string& pipe, const std::st
   ASSERT_TRUE(sha.count(net)) << doc.at("inputs").dump();
   EXPECT_EQ(sha[pipe], sha256sum(kRoot / pipe));
   EXPECT_EQ(sha[net], sha256sum(kRoot / net));
+}
+
+void check_plan_document(const json& doc, const std::string& pipe, const std::string& net, int S) {
+  SCOPED_TRACE(pipe + " " + net);
+  EXPECT_EQ(doc.at("schema"), "adagrouper.plan/2");
+  EXPECT_TRUE(doc.at("global_batch_size").is_number_integer());
+  EXPECT_TRUE(doc.at("memory_limit_bytes").is_number());
+  check_plan_inputs(doc, pipe, net);
 
   // chosen: the fields of docs/formats.md, "Plan JSON".
   const json& ch = doc.at("chosen");
-  for (const char* f : {"schedule", "k", "micro_batch_size", "micro_batches", "predicted_iteration_time_s",
-                        "peak_memory_bytes", "speedup_over_1f1b"})
+  for (const char* f : {"schedule", "k", "virtual_stages", "split_backward", "w_fill", "max_pending_w",
+                        "micro_batch_size", "micro_batches", "predicted_iteration_time_s", "peak_memory_bytes",
+                        "speedup_over_1f1b", "status", "reason"})
     EXPECT_TRUE(ch.contains(f)) << f;
   EXPECT_EQ(ch.at("peak_memory_bytes").size(), static_cast<std::size_t>(S));
   EXPECT_EQ(ch.at("micro_batch_size").get<int>() * ch.at("micro_batches").get<int>(),
@@ -188,10 +195,11 @@ void check_plan_document(const json& doc, const std::string& pipe, const std::st
 
   // candidates: the fields, statuses, exactly one chosen equal to `chosen`.
   int chosen = 0;
-  const std::set<std::string> statuses = {"chosen", "lost", "pruned", "infeasible"};
+  const std::set<std::string> statuses = {"chosen", "lost", "pruned", "infeasible", "refused"};
   for (const auto& c : doc.at("candidates")) {
-    for (const char* f : {"schedule", "k", "micro_batch_size", "micro_batches", "predicted_iteration_time_s",
-                          "peak_memory_bytes", "status", "reason"})
+    for (const char* f : {"schedule", "k", "virtual_stages", "split_backward", "w_fill", "max_pending_w",
+                          "micro_batch_size", "micro_batches", "predicted_iteration_time_s", "peak_memory_bytes",
+                          "status", "reason"})
       EXPECT_TRUE(c.contains(f)) << f << " in " << c.dump();
     EXPECT_TRUE(statuses.count(c.at("status").get<std::string>())) << c.dump();
     EXPECT_EQ(c.at("peak_memory_bytes").size(), static_cast<std::size_t>(S));
@@ -218,6 +226,7 @@ void check_plan_document(const json& doc, const std::string& pipe, const std::st
     for (const auto& op : dev.at("program")) {
       const std::string kind = op.at("op");
       EXPECT_TRUE(op.contains("micro_batch")) << op.dump();
+      EXPECT_TRUE(op.contains("model_stage")) << op.dump();
       if (kind == "forward" || kind == "backward") {
         ++compute;
         continue;
@@ -242,6 +251,38 @@ void check_plan_document(const json& doc, const std::string& pipe, const std::st
     EXPECT_EQ(c.first, M) << "communicator " << id;
   }
   EXPECT_EQ(comm.size(), static_cast<std::size_t>(2 * (S - 1)));
+}
+
+// The programs of a plan across any pair of devices: compute ops with their model stage,
+// each (communicator, tag) sent once and received once with the same bytes, every
+// communicator used listed with its pair, and the chosen order's compute ops.
+void check_plan_programs(const json& doc) {
+  std::map<int, std::pair<int, int>> listed;  // id -> (from, to)
+  for (const auto& c : doc.at("communicators")) listed[c.at("id").get<int>()] = {c.at("from"), c.at("to")};
+  std::map<std::pair<int, int>, std::pair<int, double>> sent, received;  // (communicator, tag) -> (count, bytes)
+  const auto& order = doc.at("chosen").at("order");
+  for (std::size_t d = 0; d < doc.at("devices").size(); ++d) {
+    std::size_t compute = 0;
+    for (const auto& op : doc.at("devices")[d].at("program")) {
+      const std::string kind = op.at("op");
+      EXPECT_TRUE(op.contains("model_stage")) << op.dump();
+      if (kind != "send" && kind != "recv") {
+        EXPECT_TRUE(kind == "forward" || kind == "backward" || kind == "backward_input" || kind == "backward_weight");
+        ++compute;
+        continue;
+      }
+      const int id = op.at("communicator"), peer = op.at("peer");
+      ASSERT_TRUE(listed.count(id)) << op.dump();
+      const auto pair = kind == "send" ? std::pair(static_cast<int>(d), peer) : std::pair(peer, static_cast<int>(d));
+      EXPECT_EQ(listed[id], pair) << op.dump();
+      auto& side = (kind == "send" ? sent : received)[{id, op.at("tag").get<int>()}];
+      ++side.first;
+      side.second = op.at("bytes");
+    }
+    EXPECT_EQ(compute, order[d].size()) << "device " << d;
+  }
+  EXPECT_EQ(sent, received);
+  for (const auto& [key, c] : sent) EXPECT_EQ(c.first, 1) << "communicator " << key.first << " tag " << key.second;
 }
 
 TEST_F(PlanCli, JsonIsStableAndComplete) {
@@ -272,8 +313,10 @@ TEST_F(PlanCli, HelpMentionsEveryOption) {
   const Outcome r = run("plan --help");
   EXPECT_EQ(r.rc, 0);
   for (const char* s : {"--pipeline", "--network", "--memory-limit", "--global-batch-size", "--eval-iterations",
-                        "--eval-start", "--output", "--json", "--help", "adagrouper.plan/1", "1f1b", "dapple-b",
-                        "gpipe", "kFkB"})
+                        "--eval-start", "--output", "--json", "--help", "adagrouper.plan/2", "1f1b", "dapple-b",
+                        "gpipe", "kFkB", "--devices", "--families", "--virtual-stages", "--torch-csv",
+                        "kfkb-dynamic", "interleaved-1f1b", "looped-bfs", "interleaved-zb", "zbv", "dualpipev",
+                        "refused"})
     EXPECT_THAT(r.out, HasSubstr(s)) << s;
   EXPECT_EQ(run("plan -h").rc, 0);
 }
@@ -341,6 +384,118 @@ TEST_F(PlanCli, EvalStartMatchesSimulateStartTime) {
   const json doc =
       plan_json("--pipeline " + kUnet + " --network " + kPreempted + " --eval-iterations 2 --eval-start 7.5");
   expect_predictions_equal_simulate(*this, doc, kUnet, kPreempted, 2, 7.5);
+}
+
+// --- schedule families and devices ------------------------------------------------------
+
+const std::string kToy8 = "configs/examples/toy-8.json";
+const std::string kHalfSecond = "configs/examples/toy-net-0.5s.json";
+
+// The `simulate` options that run a candidate of a plan.
+std::string schedule_args(const json& c) {
+  const std::string name = c.at("schedule");
+  std::string args = fmt::format("--schedule {} --virtual-stages {}", name, c.at("virtual_stages").get<int>());
+  if (name == "kfkb") args += fmt::format(" --k {}", c.at("k").get<int>());
+  if (c.at("split_backward").get<bool>()) args += " --split-backward";
+  if (c.at("w_fill") == "dynamic") args += " --w-fill dynamic";
+  if (!c.at("max_pending_w").is_null()) args += fmt::format(" --max-pending-w {}", c.at("max_pending_w").get<int>());
+  return args;
+}
+
+// Every evaluated candidate of toy-8 on 4 devices is what `simulate` gives on the pipeline
+// merged for its v (the chosen one's is the --pipeline-output file).
+TEST_F(PlanCli, FamiliesOnDevicesMatchSimulate) {
+  const fs::path merged = tmp_.path() / "merged.json";
+  const json doc = plan_json("--pipeline " + kToy8 + " --network " + kHalfSecond + " --devices 4 --pipeline-output '" +
+                             merged.string() + "'");
+  EXPECT_EQ(doc.at("stages"), 4);
+  EXPECT_EQ(doc.at("pipeline_stages"), 8);
+  const sim::Pipeline p = sim::load_pipeline(kRoot / kToy8);
+  std::map<int, fs::path> files;  // v -> the pipeline merged into 4 x v model stages
+  for (const int v : {1, 2}) {
+    files[v] = tmp_.path() / fmt::format("merged-{}.json", v);
+    std::ofstream(files[v]) << planner::pipeline_file_json(planner::merge_model_stages(p, 4 * v)).dump(2);
+  }
+  std::set<std::string> statuses, families;
+  int evaluated = 0;
+  for (const auto& c : doc.at("candidates")) {
+    statuses.insert(c.at("status").get<std::string>());
+    families.insert(c.at("schedule").get<std::string>());
+    if (c.at("predicted_iteration_time_s").is_null()) continue;
+    ++evaluated;
+    const fs::path& pipe = c.at("status") == "chosen" ? merged : files.at(c.at("virtual_stages").get<int>());
+    const std::string args = fmt::format("simulate --pipeline '{}' --network {} {} --micro-batch-size {} --json",
+                                         pipe.string(), kHalfSecond, schedule_args(c),
+                                         c.at("micro_batch_size").get<int>());
+    const Outcome r = run(args);
+    ASSERT_EQ(r.rc, 0) << args << "\n" << r.err;
+    const json sum = json::parse(r.out);
+    EXPECT_EQ(sum.at("mean_iteration_time_s").get<double>(), c.at("predicted_iteration_time_s").get<double>())
+        << args;
+    for (std::size_t d = 0; d < 4; ++d)
+      EXPECT_EQ(sum.at("per_stage")[d].at("peak_memory_bytes"), c.at("simulated_peak_memory_bytes")[d]) << args;
+  }
+  EXPECT_GE(evaluated, 10);
+  for (const char* f : {"kfkb", "interleaved-1f1b", "looped-bfs", "interleaved-zb", "zbv", "dualpipev"})
+    EXPECT_TRUE(families.count(f)) << f;
+  check_plan_programs(doc);
+}
+
+// --torch-csv writes the order the chosen plan runs (with dynamic W fill, the evaluated
+// run's): `simulate` on it gives the plan's numbers.
+TEST_F(PlanCli, TorchCsvImportsBackToTheSameNumbers) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> runs = {
+      {kToyPipe, kHalfSecond, ""},
+      {kToyPipe, kHalfSecond, " --families kfkb-dynamic"},
+      {kToy8, kHalfSecond, " --devices 4 --families zbv,interleaved-zb,dualpipev --virtual-stages 2"},
+      {kToy8, "configs/examples/toy-net-2s.json", " --devices 4"},
+      {kUnet, "configs/networks/eth-25g.json", " --families all"}};
+  std::set<std::string> w_fills;
+  for (const auto& [pipe, net, extra] : runs) {
+    SCOPED_TRACE(pipe + extra);
+    const fs::path csv = tmp_.path() / "order.csv", merged = tmp_.path() / "pipe.json";
+    const bool devices = extra.find("--devices") != std::string::npos;
+    const json doc = plan_json("--pipeline " + pipe + " --network " + net + extra + " --torch-csv '" + csv.string() +
+                               "'" + (devices ? " --pipeline-output '" + merged.string() + "'" : ""));
+    const json& ch = doc.at("chosen");
+    w_fills.insert(ch.at("w_fill").get<std::string>());
+    const Outcome r = run(fmt::format("simulate --pipeline '{}' --network {} --schedule-file '{}' --micro-batch-size {} "
+                                      "--json",
+                                      devices ? merged.string() : pipe, net, csv.string(),
+                                      ch.at("micro_batch_size").get<int>()));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const json sum = json::parse(r.out);
+    EXPECT_EQ(sum.at("mean_iteration_time_s").get<double>(), ch.at("predicted_iteration_time_s").get<double>());
+    for (std::size_t d = 0; d < ch.at("simulated_peak_memory_bytes").size(); ++d)
+      EXPECT_EQ(sum.at("per_stage")[d].at("peak_memory_bytes"), ch.at("simulated_peak_memory_bytes")[d]);
+  }
+  EXPECT_EQ(w_fills, (std::set<std::string>{"dynamic", "static"}));
+}
+
+TEST_F(PlanCli, FamiliesWithBadCombinationsAreOneLineErrors) {
+  const std::string p = "--pipeline " + kToy8, n = "--network " + kHalfSecond;
+  expect_bad("plan " + p + " " + n + " --devices 3", {"--devices", kToy8, "8 model stages", "3"});
+  expect_bad("plan " + p + " " + n + " --devices 0", {"--devices"});
+  expect_bad("plan " + p + " " + n + " --families zbv,warp", {"--families", "warp"});
+  expect_bad("plan " + p + " " + n + " --devices 4 --virtual-stages 3", {"--virtual-stages", "3"});
+  expect_bad("plan " + p + " " + n + " --devices 4 --virtual-stages x", {"--virtual-stages"});
+  expect_bad("plan " + p + " " + n + " --pipeline-output x.json", {"--pipeline-output"});
+  expect_bad("plan --model configs/models/sd-unet.json --stages 4 --devices 2 --network configs/networks/eth-25g.json",
+             {"--devices"});
+}
+
+// From a model: each v cuts the layers into S x v model stages planned on S devices.
+TEST_F(PlanCli, ModelWithFamiliesCutsForEveryVirtualStageCount) {
+  const json doc = plan_json("--model configs/models/sd-unet.json --stages 4 --network configs/networks/eth-25g.json "
+                             "--families all");
+  EXPECT_EQ(doc.at("stages"), 4);
+  std::set<int> vs;
+  for (const auto& t : doc.at("partition").at("trials")) vs.insert(t.at("virtual_stages").get<int>());
+  EXPECT_EQ(vs, (std::set<int>{1, 2}));
+  const int v = doc.at("chosen").at("virtual_stages");
+  EXPECT_EQ(doc.at("pipeline_stages").get<int>() % 4, 0);
+  EXPECT_LE(v, doc.at("pipeline_stages").get<int>() / 4);
+  check_plan_programs(doc);
 }
 
 }  // namespace

@@ -230,7 +230,7 @@ TEST(ModelFile, MeasuredLayersReplaceEstimates) {
     std::string text, want;
   };
   const std::vector<Bad> bad = {
-      {"{\"type\":\"meta\"}\n{oops\n", "bad.jsonl:2: invalid JSON"},
+      {"{\"type\":\"meta\"}\n{oops\n", "bad.jsonl: line 2, column "},
       {"{\"type\":\"layer\",\"layer\":7,\"micro_batch_size\":1,\"forward_s\":1,\"backward_s\":1}\n",
        "bad.jsonl:1: layer: the model t.json has 2 layers (0..1), got layer 7"},
       {"{\"type\":\"layer\",\"layer\":0,\"micro_batch_size\":1,\"backward_s\":1}\n", "bad.jsonl:1: forward_s: missing field"},

@@ -292,7 +292,7 @@ TEST_F(PartitionCli, ShippedModelToPlan) {
                       chosen.string()));
   ASSERT_EQ(r.rc, 0) << r.err;
   const json mp = json::parse(r.out);
-  EXPECT_EQ(mp["schema"], "adagrouper.plan/1");
+  EXPECT_EQ(mp["schema"], "adagrouper.plan/2");
   EXPECT_EQ(mp["stages"], 8);
   EXPECT_EQ(mp["partition"]["stages"], 8);
   EXPECT_EQ(mp["inputs"][0]["role"], "model");

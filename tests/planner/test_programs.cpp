@@ -214,5 +214,96 @@ TEST(Programs, ChosenPlanProgramsValidate) {
   EXPECT_NO_THROW(planner::plan_json(plan, {}));
 }
 
+// Programs of every family (model stages on stages, split backward, dynamic W fill as
+// the simulator ran it) validate: messages between any pair of stages, none for local
+// ones, each compute op once with its model stage, in the order of the schedule.
+TEST(Programs, EveryFamilyValidates) {
+  int checked = 0;
+  for (const auto& family : sim::schedule_families()) {
+    for (int D = 1; D <= 4; ++D)
+      for (int M : {2, 4, 6, 8})
+        for (int v = 1; v <= 3; ++v)
+          for (const bool split : {false, true})
+            for (const bool dynamic : {false, true}) {
+              if (family.virtual_stages != 0 && v != family.virtual_stages) continue;
+              sim::ScheduleSpec spec = sim::ScheduleSpec::named(family.name, family.takes_k ? std::optional<int>(2)
+                                                                                            : std::nullopt);
+              spec.virtual_stages = v;
+              spec.split_backward = split && family.backward != sim::Backward::Split;
+              if (split && family.backward == sim::Backward::Split) continue;
+              if (dynamic && (split || family.backward != sim::Backward::Whole)) spec.w_fill = sim::WFill::Dynamic;
+              else if (dynamic) continue;
+              if (family.takes_k && M < 2) continue;
+              sim::Schedule sch;
+              try {
+                sch = sim::make_schedule(spec, D, M);
+              } catch (const InputError&) {
+                continue;  // the family refuses (D, v, M)
+              }
+              SCOPED_TRACE(fmt::format("{} D={} M={}", spec.label(), D, M));
+              const auto st = stages_for(D * v);
+              if (spec.w_fill == sim::WFill::Dynamic) {
+                sim::Pipeline p = sim::load_pipeline(kRoot / "configs/examples/toy-8.json");
+                p.stages.resize(static_cast<std::size_t>(D * v), p.stages.back());
+                p.global_batch_size = M;
+                const sim::SimResult r = sim::simulate(sim::make_scenario(p, sim::Network::uniform(D, 1.0), sch, 1, 1),
+                                                       {.record_order = true});
+                sch.stages = r.executed.front();
+              }
+              const auto progs = planner::device_programs(sch, st);
+              ASSERT_THAT(planner::validate_programs(progs), ::testing::IsEmpty());
+              for (int d = 0; d < D; ++d) {
+                std::vector<sim::Op> compute;
+                for (const auto& e : progs[d].entries) {
+                  if (e.kind == Kind::Send || e.kind == Kind::Recv) {
+                    EXPECT_NE(e.peer, d);
+                    EXPECT_NE(sch.stage_of(e.model_stage), e.peer);
+                    continue;
+                  }
+                  static constexpr sim::Phase kPhase[] = {sim::Phase::Forward, sim::Phase::Backward, sim::Phase::Forward,
+                                                          sim::Phase::Forward, sim::Phase::BackwardInput,
+                                                          sim::Phase::BackwardWeight};
+                  compute.push_back({kPhase[static_cast<int>(e.kind)], e.micro_batch, e.model_stage});
+                }
+                EXPECT_EQ(compute, sch.stages[d]) << "stage " << d;
+              }
+              ++checked;
+            }
+  }
+  EXPECT_GE(checked, 200);
+}
+
+// When a receiver consumes a communicator's messages in another order than they are
+// produced, the sender issues them in the receiver's order (the simulator's FIFO): a send
+// waits after the producer of every message before it.
+TEST(Programs, SendsFollowTheReceiversOrder) {
+  using P = sim::Phase;
+  sim::Schedule sch;
+  sch.spec = sim::ScheduleSpec::custom();
+  sch.stages = {{{P::Forward, 0, 0}, {P::Forward, 1, 0}, {P::Backward, 0, 0}, {P::Backward, 1, 0}},
+                {{P::Forward, 1, 1}, {P::Forward, 0, 1}, {P::Backward, 1, 1}, {P::Backward, 0, 1}}};
+  const auto progs = planner::device_programs(sch, stages_for(2));
+  EXPECT_THAT(planner::validate_programs(progs), ::testing::IsEmpty());
+  std::vector<std::pair<Kind, int>> stage0, stage1;
+  for (const auto& e : progs[0].entries) stage0.emplace_back(e.kind, e.micro_batch);
+  for (const auto& e : progs[1].entries) stage1.emplace_back(e.kind, e.micro_batch);
+  EXPECT_EQ(stage0, (std::vector<std::pair<Kind, int>>{{Kind::Forward, 0},
+                                                       {Kind::Forward, 1},
+                                                       {Kind::Send, 1},
+                                                       {Kind::Send, 0},
+                                                       {Kind::Recv, 0},
+                                                       {Kind::Backward, 0},
+                                                       {Kind::Recv, 1},
+                                                       {Kind::Backward, 1}}));
+  EXPECT_EQ(stage1, (std::vector<std::pair<Kind, int>>{{Kind::Recv, 1},
+                                                       {Kind::Forward, 1},
+                                                       {Kind::Recv, 0},
+                                                       {Kind::Forward, 0},
+                                                       {Kind::Backward, 1},
+                                                       {Kind::Backward, 0},
+                                                       {Kind::Send, 0},
+                                                       {Kind::Send, 1}}));
+}
+
 }  // namespace
 }  // namespace plantest

@@ -1,8 +1,10 @@
 // Planner benchmark: the wall time of make_plan on a 32-stage pipeline.
 //
 // docs/performance.md. S = 32 stages, B = 2048, profile sizes 1..64 (7 sizes), on a
-// constant network, then on a 10^5-point trace with 10 evaluated iterations. Reports
-// wall time and how many candidates were evaluated.
+// constant network, then on a 10^5-point trace with 10 evaluated iterations; then with
+// every schedule family: the same model cut into 64 model stages on 32 devices (v = 1
+// and 2), on the constant network. Reports wall time, how many candidates were
+// evaluated, and the time per simulated candidate.
 #include <chrono>
 #include <cstdint>
 #include <random>
@@ -19,23 +21,24 @@ namespace {
 
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-sim::Pipeline make_pipeline(int S, int B) {
+// S stages (S = 32), or each of them cut in `parts` equal model stages.
+sim::Pipeline make_pipeline(int S, int B, int parts = 1) {
   sim::Pipeline p;
-  p.name = "bench-32";
+  p.name = parts == 1 ? "bench-32" : "bench-32x" + std::to_string(parts);
   p.source = "(built in)";
   p.global_batch_size = B;
   p.memory_limit_bytes = 32.0 * (1ull << 30);
-  for (int s = 0; s < S; ++s) {
+  for (int s = 0; s < S * parts; ++s) {
     sim::StageSpec st;
-    st.static_bytes = 6.0e9;
+    st.static_bytes = 6.0e9 / parts;
     for (int b = 1; b <= 64; b *= 2) {
       sim::ProfilePoint pt;
       pt.micro_batch_size = b;
       // Small micro-batches use the GPU less well: time per sample falls with b.
       const double eff = 0.55 + 0.4 * (1.0 - 1.0 / b);
-      pt.forward_s = 2.0e-3 * b / eff;
+      pt.forward_s = 2.0e-3 * b / eff / parts;
       pt.backward_s = 2.0 * pt.forward_s;
-      pt.activation_bytes = 1.2e8 * b;
+      pt.activation_bytes = 1.2e8 * b / parts;
       pt.output_bytes = 4.0e6 * b;
       st.profile.push_back(pt);
     }
@@ -44,17 +47,29 @@ sim::Pipeline make_pipeline(int S, int B) {
   return p;
 }
 
-double run(const sim::Pipeline& p, const sim::Network& n, int iterations, std::size_t* evaluated) {
+struct Run {
+  double wall = 0;
+  std::size_t candidates = 0, evaluated = 0, refused = 0;
+};
+
+Run run(const sim::Pipeline& p, const sim::Network& n, int iterations, int devices = 0,
+        std::vector<std::string> families = {}) {
   planner::PlanOptions o;
   o.global_batch_size = p.global_batch_size;
   o.memory_limit_bytes = *p.memory_limit_bytes;
   o.eval_iterations = iterations;
+  o.devices = devices;
+  o.families = std::move(families);
   const auto t0 = std::chrono::steady_clock::now();
   const planner::PlanResult r = planner::make_plan(p, n, o);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  *evaluated = 0;
-  for (const auto& c : r.candidates) *evaluated += c.evaluated;
-  return wall;
+  Run out;
+  out.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.candidates = r.candidates.size();
+  for (const auto& c : r.candidates) {
+    out.evaluated += c.evaluated;
+    out.refused += c.status == planner::Status::Refused;
+  }
+  return out;
 }
 
 }  // namespace
@@ -69,12 +84,17 @@ int main(int argc, char** argv) {
   if (const int rc = adagrouper::cli::parse_main_options(argc, argv, opts, "plan_bench", vm); rc >= 0) return rc;
   const int S = 32, B = 2048;
   const sim::Pipeline p = make_pipeline(S, B);
-  std::size_t evaluated = 0;
 
   const sim::Network constant = sim::Network::uniform(S, 10.0e9, 10.0e-6);
-  const double t1 = run(p, constant, 1, &evaluated);
-  fmt::print("constant network        S={} B={} sizes 1..64: {:.3f} s wall, {} candidates simulated\n", S, B, t1,
-             evaluated);
+  const Run r1 = run(p, constant, 1);
+  fmt::print("constant network        S={} B={} sizes 1..64: {:.3f} s wall, {} candidates simulated\n", S, B, r1.wall,
+             r1.evaluated);
+
+  // Every family on 64 model stages, 32 devices: v = 1 (pairs merged) and v = 2.
+  const Run r3 = run(make_pipeline(S, B, 2), constant, 1, S, planner::extra_families());
+  fmt::print("every family, 64 model stages on {} devices, v = 1, 2, constant network: {:.3f} s wall, {} candidates "
+             "({} simulated, {} refused), {:.1f} ms per simulated candidate\n",
+             S, r3.wall, r3.candidates, r3.evaluated, r3.refused, 1e3 * r3.wall / static_cast<double>(r3.evaluated));
 
   std::mt19937_64 rng(7);
   const int points = vm["trace-points"].as<int>();
@@ -88,8 +108,8 @@ int main(int argc, char** argv) {
   const sim::RatePtr shared = std::make_shared<const sim::RateTrace>(trace);
   traced.rewrite_channels([&](sim::ChannelSpec& ch) { ch.rate = shared; });
   const int iters = vm["eval-iterations"].as<int>();
-  const double t2 = run(p, traced, iters, &evaluated);
-  fmt::print("{}-point trace, {} iterations: {:.3f} s wall, {} candidates simulated\n", points, iters, t2,
-             evaluated);
+  const Run r2 = run(p, traced, iters);
+  fmt::print("{}-point trace, {} iterations: {:.3f} s wall, {} candidates simulated\n", points, iters, r2.wall,
+             r2.evaluated);
   return 0;
 }
