@@ -1,13 +1,13 @@
 // Stage descriptions (calib/description.h): reading and checking them, and their layers' shapes.
 #include "description.h"
 
-#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "error.h"
 #include "json_util.h"
+#include "pipeline.h"
 
 namespace adagrouper::calib {
 
@@ -49,10 +49,8 @@ namespace {
 
 constexpr std::int64_t kMaxDim = 1 << 20;
 
-void reject_unknown(const Field& f, const std::set<std::string_view>& known) {
-  for (const auto& item : f.json().items())
-    if (!known.count(item.key()))
-      f.fail(fmt::format("unknown key \"{}\" (known: {})", item.key(), fmt::join(known, ", ")));
+double read_bytes(const Field& f) {
+  return f.number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
 }
 
 int dimension(const Field& f, std::int64_t min = 1) {
@@ -66,12 +64,12 @@ int dimension(const Field& f, std::int64_t min = 1) {
 StageDescription parse_stage_description(const nlohmann::json& doc, const std::string& source) {
   const Field root(doc, source);
   root.require_object();
-  reject_unknown(root, {"name", "description", "dtype", "hidden", "heads", "sequence_length", "ffn_hidden",
-                        "vocabulary", "global_batch_size", "memory_limit_bytes", "static_overhead_bytes", "stages"});
+  root.check_keys({"name", "dtype", "hidden", "heads", "sequence_length", "ffn_hidden", "vocabulary",
+                   "global_batch_size", "memory_limit_bytes", "static_overhead_bytes", "stages"},
+                  "a stage description");
   StageDescription d;
   d.source = source;
-  d.name = root.has("name") ? root.at("name").string()
-                            : std::filesystem::path(source).stem().string();
+  d.name = utf8_safe(root.has("name") ? root.at("name").string() : std::filesystem::path(source).stem().string());
   if (root.has("dtype")) {
     const std::string t = root.at("dtype").string();
     if (t == "fp16") {
@@ -89,23 +87,24 @@ StageDescription parse_stage_description(const nlohmann::json& doc, const std::s
   d.sequence_length = dimension(root.at("sequence_length"));
   d.ffn_hidden = root.has("ffn_hidden") ? dimension(root.at("ffn_hidden")) : 4 * d.hidden;
   if (root.has("vocabulary")) d.vocabulary = dimension(root.at("vocabulary"), 2);
-  if (root.has("global_batch_size"))
-    d.global_batch_size = static_cast<int>(std::min<std::int64_t>(root.at("global_batch_size").integer_at_least(1),
-                                                                  1 << 30));
-  if (root.has("memory_limit_bytes")) d.memory_limit_bytes = root.at("memory_limit_bytes").positive();
-  d.static_overhead_bytes = root.non_negative_or("static_overhead_bytes", 0.0);
+  if (root.has("global_batch_size")) d.global_batch_size = root.at("global_batch_size").int_in(1, sim::kMaxBatchSize);
+  if (root.has("memory_limit_bytes")) {
+    d.memory_limit_bytes = root.at("memory_limit_bytes").positive();
+    read_bytes(root.at("memory_limit_bytes"));
+  }
+  if (root.has("static_overhead_bytes")) d.static_overhead_bytes = read_bytes(root.at("static_overhead_bytes"));
 
   const Field stages = root.at("stages");
   stages.require_array();
   if (stages.size() == 0) stages.fail("must list at least one stage");
-  if (stages.size() > 4096) stages.fail(fmt::format("at most 4096 stages, got {}", stages.size()));
+  if (stages.size() > static_cast<std::size_t>(sim::kMaxStages))
+    stages.fail(fmt::format("at most {} stages, got {}", sim::kMaxStages, stages.size()));
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const Field st = stages.at(i);
     st.require_object();
-    reject_unknown(st, {"embedding", "layers", "head", "description"});
+    st.check_keys({"embedding", "layers", "head"}, "a stage");
     StageDescription::Stage s;
-    s.layers = st.has("layers") ? static_cast<int>(std::min<std::int64_t>(st.at("layers").integer_at_least(0), 100000))
-                                : 0;
+    s.layers = st.has("layers") ? st.at("layers").int_in(0, 100000) : 0;
     s.embedding = st.has("embedding") && st.at("embedding").boolean();
     s.head = st.has("head") && st.at("head").boolean();
     if (s.embedding && i != 0) st.at("embedding").fail("only the first stage can hold the embedding");

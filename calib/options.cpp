@@ -25,6 +25,7 @@ std::string_view mode_name(Mode m) {
 
 std::string usage() {
   return fmt::format(R"(Usage: mpirun -np N adagrouper-calib MODE [OPTIONS]   (adagrouper-calib MODE --help)
+       adagrouper-calib --version
 
 Measures what adagrouper simulates, on the devices and network you will train on, and
 writes the files the simulator and the planner read (docs/calibration.md).
@@ -36,6 +37,8 @@ Modes:
   p2p         send/recv between adjacent ranks in both directions over a recording
               window: writes transfer samples per channel and a network file
   bandwidth   an nccl-tests-like table (size, time, algbw) of the p2p path
+  replay      run a plan's per-device programs for real and write what `adagrouper
+              simulate` writes, measured (docs/fidelity.md)
 
 Backends (--backend): cuda (cuBLAS GEMMs and kernels of our own, NCCL send/recv; one GPU
 per rank, chosen by local rank) and cpu (CPU kernels, MPI point-to-point). This build: cpu{}.
@@ -218,7 +221,8 @@ Mode mode_of(const std::string& name) {
   if (name == "stages") return Mode::stages;
   if (name == "p2p") return Mode::p2p;
   if (name == "bandwidth") return Mode::bandwidth;
-  throw InputError(fmt::format("unknown mode '{}': stages, p2p or bandwidth (see adagrouper-calib --help)", name));
+  throw InputError(
+      fmt::format("unknown mode '{}': stages, p2p, bandwidth or replay (see adagrouper-calib --help)", name));
 }
 
 // The help header of a mode, and its options.
@@ -359,7 +363,8 @@ void read_mode(const po::variables_map& vm, Options& opt) {
 }  // namespace
 
 std::optional<Options> parse_options(const std::vector<std::string>& args, std::ostream& help) {
-  if (args.empty()) throw InputError("no mode given: stages, p2p or bandwidth (see adagrouper-calib --help)");
+  if (args.empty())
+    throw InputError("no mode given: stages, p2p, bandwidth or replay (see adagrouper-calib --help)");
   Options opt;
   const std::string& mode = args[0];
   opt.mode = mode_of(mode);

@@ -347,12 +347,17 @@ std::string network_description(const Options& opt, const std::vector<std::strin
       kProbes, kProbeBytes);
 }
 
+// Every file, or none.
 void write_outputs(const Options& opt, const std::vector<ChannelSamples>& all, const std::string& description) {
   std::filesystem::create_directories(opt.output_dir / "samples");
-  for (const ChannelSamples& ch : all)
-    write_file_atomic(opt.output_dir / sample_file(ch.from, ch.to), samples_csv(ch.samples));
-  write_file_atomic(opt.output_dir / "samples.csv", all_samples_csv(all));
-  write_file_atomic(opt.output_dir / "network.json", network_json(all, description).dump(2) + "\n");
+  OutputSet outputs;
+  auto write = [&](const std::filesystem::path& name, const std::string& text) {
+    outputs.write(outputs.add("--output-dir", (opt.output_dir / name).string()), text);
+  };
+  for (const ChannelSamples& ch : all) write(sample_file(ch.from, ch.to), samples_csv(ch.samples));
+  write("samples.csv", all_samples_csv(all));
+  write("network.json", network_json(all, description).dump(2) + "\n");
+  outputs.commit();
 }
 
 void print_table(const Options& opt, const std::vector<ChannelSamples>& all) {

@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "compare.h"
 #include "json_util.h"
+#include "pipeline.h"
 #include "replay.h"
 
 namespace adagrouper::calib {
@@ -36,17 +38,17 @@ std::string resolve_pipeline_path(const std::string& plan_path, const Field& roo
 planner::ProgramEntry parse_entry(const Field& e) {
   const std::string op = e.at("op").string();
   planner::ProgramEntry x{Kind::Forward};
-  x.micro_batch = static_cast<int>(e.at("micro_batch").integer_at_least(0));
+  x.micro_batch = e.at("micro_batch").int_in(0, sim::kMaxBatchSize);
   if (op == "forward" || op == "backward") {
     x.kind = op == "forward" ? Kind::Forward : Kind::Backward;
   } else if (op == "send" || op == "recv") {
     x.kind = op == "send" ? Kind::Send : Kind::Recv;
     if (e.has("stream") && e.at("stream").string() != op)
       e.at("stream").fail(fmt::format("must be \"{}\" (sends and recvs run on their own streams)", op));
-    x.peer = static_cast<int>(e.at("peer").integer_at_least(0));
-    x.bytes = e.at("bytes").non_negative();
-    x.tag = static_cast<int>(e.at("tag").integer_at_least(0));
-    x.communicator = static_cast<int>(e.at("communicator").integer_at_least(0));
+    x.peer = e.at("peer").int_in(0, sim::kMaxStages);
+    x.bytes = e.at("bytes").number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
+    x.tag = e.at("tag").int_in(0);
+    x.communicator = e.at("communicator").int_in(0);
   } else {
     e.at("op").fail(fmt::format("must be forward, backward, send or recv, got \"{}\"", op));
   }
@@ -67,8 +69,21 @@ planner::DeviceProgram parse_program(const Field& dev, int stage) {
 sim::ScheduleSpec schedule_spec(const Field& candidate) {
   const std::string family = candidate.at("schedule").string();
   const sim::ScheduleFamily* f = sim::find_schedule_family(family);
-  if (f && f->takes_k) return sim::ScheduleSpec::named(family, static_cast<int>(candidate.at("k").integer_at_least(1)));
+  if (f && f->takes_k) return sim::ScheduleSpec::named(family, candidate.at("k").int_in(1, sim::kMaxBatchSize));
   return sim::ScheduleSpec::named(family);
+}
+
+// This harness runs one model stage per device with a whole backward: a candidate
+// (adagrouper.plan/2) with virtual stages or a split backward is refused by name.
+void refuse_model_stages(const Field& candidate) {
+  if (candidate.has("virtual_stages") && candidate.at("virtual_stages").int_in(1, sim::kMaxStages) != 1)
+    candidate.at("virtual_stages").fail(
+        fmt::format("replay runs one model stage per device; {} with {} virtual stages cannot be replayed yet",
+                    candidate.at("schedule").string(), candidate.at("virtual_stages").integer()));
+  if (candidate.has("split_backward") && candidate.at("split_backward").boolean())
+    candidate.at("split_backward").fail(
+        fmt::format("replay runs the backward as one op; {} with a split backward cannot be replayed yet",
+                    candidate.at("schedule").string()));
 }
 
 // The candidate to replay: the chosen plan, or candidates[options.candidate].
@@ -86,10 +101,11 @@ Field pick_candidate(const Field& root, const ReplayPlanOptions& options) {
 // The schedule, sizes and prediction of the candidate `pick`, and whether it is the chosen one.
 void read_candidate(const Field& root, const Field& pick, ReplayPlan& plan) {
   plan.spec = schedule_spec(pick);
-  plan.k = static_cast<int>(pick.at("k").integer_at_least(1));
-  plan.micro_batch_size = static_cast<int>(pick.at("micro_batch_size").integer_at_least(1));
-  plan.micro_batches = static_cast<int>(pick.at("micro_batches").integer_at_least(1));
-  if (plan.micro_batches * plan.micro_batch_size != plan.global_batch_size)
+  refuse_model_stages(pick);
+  plan.k = pick.at("k").int_in(1, sim::kMaxBatchSize);
+  plan.micro_batch_size = pick.at("micro_batch_size").int_in(1, sim::kMaxBatchSize);
+  plan.micro_batches = pick.at("micro_batches").int_in(1, sim::kMaxBatchSize);
+  if (static_cast<long long>(plan.micro_batches) * plan.micro_batch_size != plan.global_batch_size)
     pick.at("micro_batches").fail(fmt::format("{} x micro_batch_size {} is not global_batch_size {}",
                                               plan.micro_batches, plan.micro_batch_size, plan.global_batch_size));
   if (pick.has("predicted_iteration_time_s") && !pick.at("predicted_iteration_time_s").json().is_null())
@@ -134,12 +150,15 @@ ReplayPlan load_replay_plan(const std::string& plan_path, const ReplayPlanOption
   const nlohmann::json doc = read_json_file(plan_path);
   const Field root(doc, plan_path);
   root.require_object();
-  if (root.at("schema").string() != "adagrouper.plan/1")
-    root.at("schema").fail("must be \"adagrouper.plan/1\" (a plan written by `adagrouper plan --output`)");
+  sim::check_plan_keys(root);
+  const std::string schema = root.at("schema").string();
+  if (schema != "adagrouper.plan/1" && schema != "adagrouper.plan/2")
+    root.at("schema").fail(
+        "must be \"adagrouper.plan/2\" or \"adagrouper.plan/1\" (a plan written by `adagrouper plan --output`)");
   ReplayPlan plan;
   plan.source = plan_path;
-  plan.stages = static_cast<int>(root.at("stages").integer_at_least(1));
-  plan.global_batch_size = static_cast<int>(root.at("global_batch_size").integer_at_least(1));
+  plan.stages = root.at("stages").int_in(1, sim::kMaxStages);
+  plan.global_batch_size = root.at("global_batch_size").int_in(1, sim::kMaxBatchSize);
   if (root.has("memory_limit_bytes") && !root.at("memory_limit_bytes").json().is_null())
     plan.memory_limit_bytes = root.at("memory_limit_bytes").positive();
   read_candidate(root, pick_candidate(root, options), plan);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -105,7 +106,7 @@ void add_replay_options(po::options_description& opts) {
        "every rank is ready); with a trace played on the links, every run then starts at the same point of it")
     ("timeout", po::value<double>()->default_value(120)->value_name("SEC"),
        "abort the job when a wait takes longer (0: never)")
-    ("output,o", po::value<std::string>()->value_name("FILE"), "write the measured summary JSON to FILE")
+    ("output,o", po::value<std::string>()->value_name("FILE"), "write the measured summary JSON to FILE (-: stdout)")
     ("timeline", po::value<std::string>()->value_name("FILE"), "write the measured Perfetto timeline to FILE")
     ("stage-trace", po::value<std::string>()->value_name("FILE"),
        "write the measured op durations as CSV iteration,stage,micro_batch,phase,duration_s")
@@ -260,8 +261,8 @@ nlohmann::ordered_json raw_line(const planner::ProgramEntry& e, std::size_t s, i
 }
 
 // --raw: one JSON line per executed entry, warm-up included, stage by stage.
-void write_raw(const std::string& path, const ReplayPlan& plan, const std::vector<IndexedProgram>& indexed,
-               const Measurements& m, double origin) {
+std::string raw_lines(const ReplayPlan& plan, const std::vector<IndexedProgram>& indexed, const Measurements& m,
+                      double origin) {
   std::string out;
   for (std::size_t s = 0; s < indexed.size(); ++s) {
     for (int i = 0; i < m.warmup + m.iterations; ++i) {
@@ -271,7 +272,7 @@ void write_raw(const std::string& path, const ReplayPlan& plan, const std::vecto
                "\n";
     }
   }
-  write_file_atomic(path, out);
+  return out;
 }
 
 double unix_time_now() {
@@ -563,6 +564,19 @@ ClockAlignment align_clocks(const Mpi& mpi) {
   return c;
 }
 
+// Before the run, on rank 0: the outputs can be written (their temporaries are made,
+// then removed) and none of them is an input. Throws as OutputSet::add.
+void check_outputs(const ReplayOptions& o) {
+  OutputSet outputs;
+  outputs.input("--plan", o.plan);
+  if (!o.pipeline.empty()) outputs.input("--pipeline", o.pipeline);
+  for (const auto& [option, path] : {std::pair{"--output", &o.output}, {"--timeline", &o.timeline},
+                                     {"--stage-trace", &o.stage_trace}, {"--raw", &o.raw}})
+    if (!path->empty()) outputs.add(option, *path);
+  if (o.json && outputs.has_stdout())
+    throw InputError(fmt::format("--json: {} - already writes to stdout", outputs.stdout_option()));
+}
+
 // Rank 0: checks the records, writes the outputs and prints the summary. Returns the exit status.
 int report(const ReplayOptions& o, const ReplayPlan& plan, const std::vector<IndexedProgram>& indexed,
            const Measurements& m, const ClockAlignment& clocks) {
@@ -572,10 +586,18 @@ int report(const ReplayOptions& o, const ReplayPlan& plan, const std::vector<Ind
   const sim::SimResult result = measured_result(plan, indexed, m, !o.timeline.empty());
   auto summary = sim::summary_json(result);
   const double t0 = m.boundaries[static_cast<std::size_t>(m.warmup)];
-  if (!o.output.empty()) write_file_atomic(o.output, summary.dump(2) + "\n");
-  if (!o.timeline.empty()) write_file_atomic(o.timeline, sim::timeline_json(result));
-  if (!o.stage_trace.empty()) write_file_atomic(o.stage_trace, stage_trace_csv(indexed, m));
-  if (!o.raw.empty()) write_raw(o.raw, plan, indexed, m, t0 - m.start_time_s);
+  OutputSet outputs;  // every output, or none
+  outputs.input("--plan", o.plan);
+  if (!o.pipeline.empty()) outputs.input("--pipeline", o.pipeline);
+  auto write = [&](const char* option, const std::string& path, auto&& text) {
+    if (!path.empty()) outputs.write(outputs.add(option, path), text());
+  };
+  write("--output", o.output, [&] { return summary.dump(2) + "\n"; });
+  write("--timeline", o.timeline, [&] { return sim::timeline_json(result); });
+  write("--stage-trace", o.stage_trace, [&] { return stage_trace_csv(indexed, m); });
+  write("--raw", o.raw, [&] { return raw_lines(plan, indexed, m, t0 - m.start_time_s); });
+  outputs.commit();
+  if (outputs.has_stdout()) return problems.empty() ? 0 : 1;
   if (o.json) {
     std::cout << summary.dump(2) << '\n';
   } else {
@@ -629,7 +651,10 @@ int replay_main(const Mpi& mpi, int argc, char** argv) {
       throw InputError(fmt::format("{}: stages: the plan has {} stages, and this job runs {} ranks (mpirun -np {})",
                                    o.plan, plan.stages, mpi.size(), plan.stages));
     for (int s = 0; s < plan.stages; ++s) indexed.push_back(index_program(plan, s));
+    if (root) check_outputs(o);
   } catch (const InputError& e) {
+    error = e.what();
+  } catch (const std::runtime_error& e) {  // an output that cannot be written
     error = e.what();
   } catch (const boost::program_options::error& e) {
     error = fmt::format("{} (see adagrouper-calib replay --help)", e.what());

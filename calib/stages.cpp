@@ -328,8 +328,10 @@ int run_stages(const Options& opt, const Mpi& mpi, Watchdog& dog) {
   std::string merged;
   for (const std::string& l : lines) merged += l;
   const nlohmann::ordered_json pipe = pipeline_json(opt, d, merge_stages(d, parts), devices, memory);
-  write_file_atomic(opt.output_dir / "stages.jsonl", merged);
-  write_file_atomic(opt.output_dir / "pipeline.json", pipe.dump(2) + "\n");
+  OutputSet outputs;  // both files, or neither
+  outputs.write(outputs.add("--output-dir", (opt.output_dir / "stages.jsonl").string()), merged);
+  outputs.write(outputs.add("--output-dir", (opt.output_dir / "pipeline.json").string()), pipe.dump(2) + "\n");
+  outputs.commit();
   print_table(opt, d, pipe);
   return 0;
 }
