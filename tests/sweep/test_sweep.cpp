@@ -202,8 +202,12 @@ TEST(SweepSpec, BadSpecsNameFileAndField) {
     g[key] = value;
     return json{{"grid", g}};
   };
-  EXPECT_THAT(error_of({{"grid", base}, {"colour", 1}}), testing::HasSubstr("bad.json: colour: unknown field"));
-  EXPECT_THAT(error_of(with("kk", 2)), testing::HasSubstr("bad.json: grid.kk: unknown parameter"));
+  EXPECT_THAT(error_of({{"grid", base}, {"colour", 1}}),
+              testing::HasSubstr("bad.json: line 2: unknown key \"colour\" for a sweep spec (known keys: defaults, "
+                                 "grid, runs)"));
+  EXPECT_THAT(error_of(with("kk", 2)),
+              testing::HasSubstr("bad.json: line 3: grid: unknown key \"kk\" for a block of parameters (did you mean "
+                                 "\"k\"?)"));
   EXPECT_THAT(error_of(with("schedule", {"1f1b", "zigzag"})),
               testing::HasSubstr("bad.json: grid.schedule[1]: unknown schedule 'zigzag'"));
   EXPECT_THAT(error_of(with("k", {2, 0})), testing::HasSubstr("bad.json: grid.k[1]: must be >= 1, got 0"));
@@ -240,6 +244,49 @@ TEST(SweepSpec, BadSpecsNameFileAndField) {
   EXPECT_THAT(input_error([] { parse_shard("3/3"); }), testing::HasSubstr("--shard"));
   EXPECT_THAT(input_error([] { parse_shard("1-2"); }), testing::HasSubstr("--shard"));
   EXPECT_THAT(input_error([] { format_for("out.txt", std::nullopt); }), testing::HasSubstr("--format"));
+}
+
+TEST(SweepSpec, NumbersAreNeverWrappedNorPastTheModelsScale) {
+  TempDir dir;
+  const std::string pipe = abs("configs/examples/toy-4.json");
+  const std::string net = abs("configs/examples/toy-net-0.5s.json");
+  auto error_of = [&](const std::string& text) {
+    const fs::path p = dir.write("bad.json", text);
+    return input_error([&] { load_study(p); });
+  };
+  const json base = {{"pipeline", pipe}, {"network", net}, {"schedule", "kfkb"}, {"micro_batch_size", 1}, {"k", 2}};
+  auto with = [&](const char* key, const json& value) {
+    json g = base;
+    g[key] = value;
+    return json{{"grid", g}}.dump();
+  };
+  // k = 2^32 + 2 ran as k = 2, with the id of another run.
+  EXPECT_THAT(error_of(with("k", 4294967298)), testing::HasSubstr("grid.k: must be <= 16777216, got 4294967298"));
+  EXPECT_THAT(error_of(with("micro_batch_size", {1, 4294967297})),
+              testing::HasSubstr("grid.micro_batch_size[1]: must be <= 16777216"));
+  EXPECT_THAT(error_of(with("iterations", 4294967297)), testing::HasSubstr("grid.iterations: must be <= 2147483647"));
+  EXPECT_THAT(error_of(with("start_time_s", 1e17)), testing::HasSubstr("grid.start_time_s: 1e+17 s is beyond"));
+  EXPECT_THAT(error_of(with("seed", {{"range", {-9223372036854775807LL, 9223372036854775807LL}}})),
+              testing::HasSubstr("more than 1000000 values"));
+  EXPECT_THAT(error_of(with("k", {{"range", {9223372036854775800LL, 9223372036854775807LL, 3}}})),
+              testing::HasSubstr("must be <= 16777216"));
+  EXPECT_THAT(error_of("{\"grid\": " + base.dump() + ",\n \"grid\": {}}"),
+              testing::HasSubstr("bad.json: line 2: duplicate key \"grid\""));
+  json typo = json::parse(with("k", 2));
+  typo["grid"]["shedule"] = "1f1b";
+  EXPECT_THAT(error_of(typo.dump()), testing::HasSubstr("unknown key \"shedule\" for a block of parameters (did you "
+                                                        "mean \"schedule\"?)"));
+  json inline_net = json::parse(with("k", 2));
+  inline_net["grid"]["network"] = {{"name", "n"}, {"defualt", {{"constant", 1e9}}}};
+  const fs::path p = dir.write("bad.json", inline_net.dump());
+  const Study s = load_study(p);
+  const std::vector<std::size_t> all{0};
+  EXPECT_THAT(input_error([&] { Inputs in(s, all); }),
+              testing::HasSubstr("unknown key \"defualt\" for a network (did you mean \"default\"?)"));
+  json commented = base;
+  commented["comment"] = "free text";
+  EXPECT_NO_THROW(
+      load_study(dir.write("ok.json", json{{"description", "d"}, {"comment", "c"}, {"grid", commented}}.dump())));
 }
 
 // ---------------------------------------------------------------------------------

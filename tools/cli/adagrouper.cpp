@@ -1,9 +1,12 @@
 // adagrouper: simulator and planner for pipeline-parallel training on preempted networks.
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/program_options/errors.hpp>
 
@@ -15,7 +18,7 @@ namespace {
 
 namespace cli = adagrouper::cli;
 
-constexpr const char* kUsage = R"(Usage: adagrouper COMMAND [OPTIONS]   (adagrouper COMMAND --help for details)
+constexpr const char* kUsage = R"(Usage: adagrouper COMMAND [OPTIONS]   (adagrouper help COMMAND for details)
 
 Simulates and plans pipeline-parallel DNN training (GPipe, 1F1B, DAPPLE, kFkB) on
 networks that other jobs preempt. Inputs and outputs: docs/formats.md; the execution
@@ -25,8 +28,11 @@ Commands:
 )";
 
 constexpr const char* kExitStatus = R"(
+Outputs are written completely or not at all, and only when the command succeeds; a
+symlink writes its target, a device or FIFO is written directly, - is stdout, and an
+output may not be one of the command's inputs.
 Exit status: 0 success, 2 bad input (one line on stderr naming the file and field),
-1 any other failure.
+1 any other failure (an output or stdout that cannot be written included).
 )";
 
 struct Command {
@@ -85,20 +91,20 @@ int run(std::string_view cmd, int argc, char** argv) {
   return 2;
 }
 
-}  // namespace
+// `adagrouper help COMMAND [SUBCOMMAND]`: exactly `adagrouper COMMAND [SUBCOMMAND] --help`.
+int help_of(int argc, char** argv) {
+  std::vector<std::string> args(argv + 2, argv + argc);
+  args.emplace_back("--help");
+  std::vector<char*> ptrs;
+  for (std::string& a : args) ptrs.push_back(a.data());
+  ptrs.push_back(nullptr);
+  return run(args.front(), static_cast<int>(args.size()), ptrs.data());
+}
 
-int main(int argc, char** argv) {
-  if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h" ||
-      std::string_view(argv[1]) == "help") {
-    std::cout << usage();
-    return argc < 2 ? 2 : 0;
-  }
-  const std::string_view cmd = argv[1];
-  if (cmd == "--version") {
-    std::cout << "adagrouper 0.1.0\n";
-    return 0;
-  }
+// Runs the command line; exceptions become exit statuses and one line on stderr.
+int dispatch(std::string_view cmd, int argc, char** argv) {
   try {
+    if (cmd == "help") return help_of(argc, argv);
     return run(cmd, argc - 1, argv + 1);
   } catch (const adagrouper::InputError& e) {
     std::cerr << "adagrouper " << cmd << ": " << e.what() << '\n';
@@ -113,4 +119,31 @@ int main(int argc, char** argv) {
     std::cerr << "adagrouper " << cmd << ": " << e.what() << '\n';
     return 1;
   }
+}
+
+// `status`, unless what went to stdout could not be written (a full disk, a closed
+// pipe): then 1, said in one line (a command that failed has said why already).
+int checked_stdout(std::string_view cmd, int status) {
+  errno = 0;
+  std::cout.flush();
+  if (std::cout || status != 0) return status;
+  const int err = errno;
+  std::cerr << "adagrouper" << (cmd.empty() ? "" : " ") << cmd << ": stdout: cannot write"
+            << (err != 0 ? std::string(": ") + std::strerror(err) : std::string()) << '\n';
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string_view first = argc < 2 ? std::string_view() : std::string_view(argv[1]);
+  if (argc < 2 || first == "--help" || first == "-h" || (first == "help" && argc == 2)) {
+    std::cout << usage();
+    return checked_stdout("", argc < 2 ? 2 : 0);
+  }
+  if (first == "--version") {
+    std::cout << "adagrouper 0.1.0\n";
+    return checked_stdout("", 0);
+  }
+  return checked_stdout(first, dispatch(first, argc, argv));
 }

@@ -5,11 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -64,8 +62,10 @@ iteration time, speedup over 1F1B, switches, pause); with --json the summary JSO
 controller with its estimated rates) instead; --output writes that JSON to a file.
 --rows writes one row per iteration and policy (policy, iteration, start_s, schedule,
 k, micro_batch_size, micro_batches, pause_s, iteration_time_s) as CSV or JSON Lines,
-streamed to FILE.partial (flushed per row, so it can be followed) and renamed to FILE
-when the run completes. Progress goes to stderr for runs longer than a few seconds.
+streamed to a temporary file beside FILE (FILE.tmp.PID, written row by row, so it can be
+followed) and renamed to FILE when the run completes (- streams them to stdout).
+Outputs are written only when the whole run succeeds; an output may not be an input.
+Progress goes to stderr for runs longer than a few seconds.
 Exit status: 0 ok, 2 bad input (one line naming the file and field), 1 other failures.
 
 Example (U-Net on 25 GbE preempted for minutes at a time, about an hour of training):
@@ -74,44 +74,6 @@ Example (U-Net on 25 GbE preempted for minutes at a time, about an hour of train
       --replan-every 10 --window 64 --rows adapt.csv --output adapt.json
 
 Options)";
-
-// Rows streamed to PATH.partial and renamed to PATH when complete; removed otherwise.
-class RowsFile {
- public:
-  // Opens PATH.partial at once, so that an unwritable path fails before the run.
-  RowsFile(std::string path, bool jsonl) : path_(std::move(path)), partial_(path_ + ".partial"), jsonl_(jsonl) {
-    out_.open(partial_, std::ios::binary | std::ios::trunc);
-    if (!out_) throw std::runtime_error(fmt::format("{}: cannot write", partial_));
-    if (!jsonl_) out_ << planner::rows_csv_header();
-    out_.flush();
-  }
-  RowsFile(const RowsFile&) = delete;
-  RowsFile& operator=(const RowsFile&) = delete;
-  ~RowsFile() {
-    if (!done_ && out_.is_open()) {
-      out_.close();
-      std::error_code ec;
-      std::filesystem::remove(partial_, ec);
-    }
-  }
-  void write(const std::string& policy, const planner::IterationRow& row, const planner::Candidate& plan) {
-    out_ << (jsonl_ ? planner::row_jsonl(policy, row, plan) : planner::row_csv(policy, row, plan));
-    out_.flush();
-    if (!out_) throw std::runtime_error(fmt::format("{}: write failed", partial_));
-  }
-  void commit() {
-    out_.close();
-    if (out_.fail()) throw std::runtime_error(fmt::format("{}: write failed", partial_));
-    std::filesystem::rename(partial_, path_);
-    done_ = true;
-  }
-
- private:
-  std::string path_, partial_;
-  bool jsonl_;
-  std::ofstream out_;
-  bool done_ = false;
-};
 
 // Progress lines on stderr, at most every 2 s, only once a run has taken 2 s.
 class Progress {
@@ -153,11 +115,11 @@ po::options_description adapt_options() {
        "per-stage memory limit (default: the pipeline's memory_limit_bytes); only plans that fit are candidates")
     ("global-batch-size", po::value<int>()->value_name("B"),
        "global batch size (default: the pipeline's global_batch_size)")
-    ("rows", po::value<std::string>()->value_name("FILE"), "write one row per iteration and policy")
+    ("rows", po::value<std::string>()->value_name("FILE"), "write one row per iteration and policy (-: stdout)")
     ("rows-format", po::value<std::string>()->value_name("csv|jsonl"),
        "format of --rows (default: jsonl for a .jsonl or .json file, else csv)")
     ("json", po::bool_switch(), "print the summary JSON on stdout instead of the table")
-    ("output,o", po::value<std::string>()->value_name("FILE"), "write the summary JSON to FILE")
+    ("output,o", po::value<std::string>()->value_name("FILE"), "write the summary JSON to FILE (-: stdout)")
     ("quiet,q", po::bool_switch(), "no progress lines on stderr");
   // clang-format on
   return opts;
@@ -165,14 +127,15 @@ po::options_description adapt_options() {
 
 planner::AdaptOptions adapt_settings(const po::variables_map& vm, const sim::Pipeline& pipeline) {
   planner::AdaptOptions options;
-  options.global_batch_size =
-      vm.count("global-batch-size") ? vm["global-batch-size"].as<int>() : pipeline.global_batch_size;
+  options.global_batch_size = vm.count("global-batch-size")
+                                  ? int_option(vm, "global-batch-size", 1, sim::kMaxBatchSize)
+                                  : pipeline.global_batch_size;
   options.memory_limit_bytes = memory_limit_option(vm, pipeline.memory_limit_bytes);
   options.iterations = vm["iterations"].as<int>();
   options.replan_every = vm["replan-every"].as<int>();
   options.window = vm["window"].as<int>();
-  options.threshold = vm["threshold"].as<double>();
-  options.switch_pause_s = vm["switch-pause"].as<double>();
+  options.threshold = vm["threshold"].as<double>() + 0.0;  // -0 is 0
+  options.switch_pause_s = vm["switch-pause"].as<double>() + 0.0;
   options.horizon = vm["horizon"].as<int>();
   return options;
 }
@@ -208,6 +171,12 @@ int cmd_adapt(int argc, char** argv) {
   const po::variables_map& vm = *parsed;
   const std::string pipeline_path = required(vm, "pipeline", "adapt");
   const std::string network_path = required(vm, "network", "adapt");
+  OutputSet outputs;
+  input_options(outputs, vm, {"pipeline", "network"});
+  const std::optional<RowsSpec> rows_format = rows_spec(vm);
+  const auto rows = output_option(outputs, vm, "rows");
+  const auto out = output_option(outputs, vm, "output");
+  check_json_stdout(outputs, vm);
   const sim::Pipeline pipeline = sim::load_pipeline(pipeline_path);
   const sim::Network network = sim::load_network(network_path, pipeline.num_stages(), traces::TraceRates());
 
@@ -215,19 +184,22 @@ int cmd_adapt(int argc, char** argv) {
   Progress progress;
   if (!vm["quiet"].as<bool>())
     options.progress = [&](std::string_view phase, long done, long total) { progress(phase, done, total); };
-  std::optional<RowsFile> rows;
-  if (const auto spec = rows_spec(vm)) rows.emplace(spec->path, spec->jsonl);
   planner::RowSink sink;
-  if (rows)
-    sink = [&](const std::string& policy, const planner::IterationRow& row, const planner::Candidate& plan) {
-      rows->write(policy, row, plan);
+  if (rows) {
+    const bool jsonl = rows_format->jsonl;
+    if (!jsonl) outputs.write(*rows, planner::rows_csv_header());
+    sink = [&, jsonl](const std::string& policy, const planner::IterationRow& row, const planner::Candidate& plan) {
+      outputs.write(*rows, jsonl ? planner::row_jsonl(policy, row, plan) : planner::row_csv(policy, row, plan));
+      outputs.flush(*rows);
     };
+  }
   const planner::AdaptResult result = planner::run_adapt(pipeline, network, options, sink);
-  if (rows) rows->commit();
 
   const auto doc = planner::adapt_json(
       result, {{"pipeline", pipeline_path, sha256_of(pipeline_path)}, {"network", network_path, sha256_of(network_path)}});
-  if (vm.count("output")) write_file_atomic(vm["output"].as<std::string>(), doc.dump(2) + "\n");
+  if (out) outputs.write(*out, doc.dump(2) + "\n");
+  outputs.commit();
+  if (outputs.has_stdout()) return 0;
   if (vm["json"].as<bool>()) {
     std::cout << doc.dump(2) << '\n';
   } else {

@@ -1,8 +1,11 @@
 // What every adagrouper subcommand does with its options: parse them, print --help,
-// and fetch required ones with an error that names the option.
+// fetch required ones with an error that names the option, check their values, and
+// register the files they name as inputs and outputs of an OutputSet (sim/io.h).
 #pragma once
 
 #include <cmath>
+#include <cstddef>
+#include <initializer_list>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -12,6 +15,8 @@
 #include <fmt/format.h>
 
 #include "error.h"
+#include "pipeline.h"  // sim::kMaxIterations
+#include "io.h"
 
 namespace adagrouper::cli {
 
@@ -120,14 +125,40 @@ T required(const boost::program_options::variables_map& vm, const char* name, co
 
 // --memory-limit BYTES if given (a positive finite number), else the pipeline file's
 // memory_limit_bytes, else 0 (no limit given).
-inline double memory_limit_option(const boost::program_options::variables_map& vm,
-                                  std::optional<double> pipeline_limit) {
-  if (!vm.count("memory-limit")) return pipeline_limit.value_or(0.0);
-  const double limit = vm["memory-limit"].as<double>();
-  if (!(limit > 0) || !std::isfinite(limit))
-    throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}", limit));
-  return limit;
-}
+double memory_limit_option(const boost::program_options::variables_map& vm, std::optional<double> pipeline_limit);
+
+// --- values -----------------------------------------------------------------------------
+
+using sim::kMaxIterations;  // most iterations one run may simulate
+
+// The latest absolute time a run may start at (--start-time, --eval-start) and the
+// latest end of a trace window: 2^33 s less 10^6 s (about 272 years). Up to 2^33 s a
+// double resolves times 1 us apart, so a run of up to 10^6 s from there still is.
+inline constexpr double kMaxAbsoluteTime = 8'589'934'592.0 - 1e6;
+
+// The int option --NAME, checked to lie in [lo, hi]: InputError "--NAME: must be in
+// LO..HI, got V" otherwise. (Text that is no int at all, or outside int's range, is
+// refused by the parser.)
+int int_option(const boost::program_options::variables_map& vm, const char* name, int lo, int hi);
+
+// The double option --NAME (-0 read as 0), checked to be finite and >= lo.
+double finite_option(const boost::program_options::variables_map& vm, const char* name, double lo);
+
+// The time option --NAME in seconds: finite, in [0, kMaxAbsoluteTime] (-0 read as 0).
+double time_option(const boost::program_options::variables_map& vm, const char* name);
+
+// --- files ------------------------------------------------------------------------------
+
+// Registers the given options among `names` as input files of `outputs`.
+void input_options(OutputSet& outputs, const boost::program_options::variables_map& vm,
+                   std::initializer_list<const char*> names);
+
+// Adds --NAME FILE as an output of `outputs` if it is given; its handle.
+std::optional<std::size_t> output_option(OutputSet& outputs, const boost::program_options::variables_map& vm,
+                                         const char* name);
+
+// Refuses --json when an output already goes to stdout ("-").
+void check_json_stdout(const OutputSet& outputs, const boost::program_options::variables_map& vm);
 
 // The sha256 of a file's bytes, in hex: recorded next to each input of a plan or an
 // adaptive run, so that a result names exactly what it was computed from.

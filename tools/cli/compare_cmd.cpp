@@ -117,19 +117,12 @@ void add_compare_options(po::options_description& opts) {
     ("fail-above", po::value<double>()->value_name("PCT"),
        "exit with status 1 if any pair's MAPE is above PCT percent (default: never)")
     ("json", po::bool_switch(), "print the compare JSON on stdout instead of the table")
-    ("output,o", po::value<std::string>()->value_name("FILE"), "write the compare JSON to FILE");
+    ("output,o", po::value<std::string>()->value_name("FILE"), "write the compare JSON to FILE (-: stdout)");
   // clang-format on
 }
 
-}  // namespace
-
-int cmd_compare(int argc, char** argv) {
-  po::options_description opts(kCompareHelp);
-  add_compare_options(opts);
-  const auto parsed = parse_options(argc, argv, opts);
-  if (!parsed) return 0;
-  const po::variables_map& vm = *parsed;
-
+// Every (predicted, measured) pair the options give.
+std::vector<std::pair<std::string, std::string>> pairs_option(const po::variables_map& vm) {
   std::vector<std::pair<std::string, std::string>> pairs;
   if (vm.count("predicted") != vm.count("measured"))
     throw InputError(vm.count("predicted") ? "--measured: missing (--predicted needs it)"
@@ -141,7 +134,30 @@ int cmd_compare(int argc, char** argv) {
     for (auto& p : read_list(vm["pairs"].as<std::string>())) pairs.push_back(std::move(p));
   if (pairs.empty())
     throw InputError("--predicted/--measured: missing; give a pair, --pair or --pairs (see adagrouper compare --help)");
+  return pairs;
+}
+
+}  // namespace
+
+int cmd_compare(int argc, char** argv) {
+  po::options_description opts(kCompareHelp);
+  add_compare_options(opts);
+  const auto parsed = parse_options(argc, argv, opts);
+  if (!parsed) return 0;
+  const po::variables_map& vm = *parsed;
+
+  std::optional<double> fail_above;
+  if (vm.count("fail-above")) fail_above = finite_option(vm, "fail-above", 0);
+  const std::vector<std::pair<std::string, std::string>> pairs = pairs_option(vm);
   if (vm.count("chosen") && vm.count("plan")) throw InputError("--chosen: give either --chosen or --plan, not both");
+  OutputSet outputs;
+  input_options(outputs, vm, {"pairs", "plan"});
+  for (const auto& [p, m] : pairs) {
+    outputs.input("--predicted", p);
+    outputs.input("--measured", m);
+  }
+  const auto out = output_option(outputs, vm, "output");
+  check_json_stdout(outputs, vm);
 
   std::vector<sim::Comparison> cs;
   for (const auto& [p, m] : pairs) cs.push_back(sim::compare(sim::load_summary(p), sim::load_summary(m)));
@@ -153,18 +169,20 @@ int cmd_compare(int argc, char** argv) {
   if (cs.size() >= 2 || chosen) ranking = sim::rank_agreement(cs, chosen);
 
   const auto doc = sim::comparison_json(cs, ranking);
-  if (vm.count("output")) write_file_atomic(vm["output"].as<std::string>(), doc.dump(2) + "\n");
-  if (vm["json"].as<bool>()) {
-    std::cout << doc.dump(2) << '\n';
-  } else {
-    std::cout << sim::comparison_text(cs, ranking);
+  if (out) outputs.write(*out, doc.dump(2) + "\n");
+  outputs.commit();
+  if (!outputs.has_stdout()) {
+    if (vm["json"].as<bool>()) {
+      std::cout << doc.dump(2) << '\n';
+    } else {
+      std::cout << sim::comparison_text(cs, ranking);
+    }
   }
-  if (vm.count("fail-above")) {
-    const double limit = vm["fail-above"].as<double>();
+  if (fail_above) {
     for (const auto& c : cs) {
-      if (c.mape_pct > limit) {
+      if (c.mape_pct > *fail_above) {
         std::cerr << fmt::format("adagrouper compare: {}: MAPE {:.2f}% is above --fail-above {}%\n", c.label,
-                                 c.mape_pct, limit);
+                                 c.mape_pct, *fail_above);
         return 1;
       }
     }

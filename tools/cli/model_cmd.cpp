@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -73,6 +74,10 @@ Examples:
 
 Options)";
 
+// Most layers a generated model may have (as a model file).
+constexpr int kMaxLayers = 100'000;
+
+// A comma-separated list of integers in 1..sim::kMaxBatchSize.
 std::vector<int> int_list(const std::string& option, const std::string& text) {
   std::vector<int> out;
   std::size_t pos = 0;
@@ -83,6 +88,8 @@ std::vector<int> int_list(const std::string& option, const std::string& text) {
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size())
       throw InputError(fmt::format("--{}: '{}' is not a comma-separated list of integers", option, text));
+    if (v < 0 || v > sim::kMaxBatchSize)
+      throw InputError(fmt::format("--{}: {} is outside 0..{}", option, v, sim::kMaxBatchSize));
     out.push_back(v);
     pos = comma + 1;
   }
@@ -189,7 +196,7 @@ po::options_description model_options() {
     ("reserved-bytes", po::value<double>()->value_name("BYTES"), "CUDA context and workspaces per device")
     ("measured", po::value<std::vector<std::string>>()->value_name("FILE.jsonl"),
        "calibration JSONL whose \"layer\" lines replace the estimates (repeatable)")
-    ("output,o", po::value<std::string>()->value_name("FILE"), "write the model file (default: JSON on stdout)");
+    ("output,o", po::value<std::string>()->value_name("FILE"), "write the model file (default, or -: JSON on stdout)");
   // clang-format on
   return opts;
 }
@@ -228,8 +235,10 @@ planner::Arch named_arch(const po::variables_map& vm) {
 // The architecture: the preset or --arch, with every hyperparameter option applied.
 planner::Arch arch_from(const po::variables_map& vm) {
   planner::Arch arch = named_arch(vm);
+  // Sizes and counts up to sim::kMaxBatchSize; layer counts up to what a model file may hold.
   auto set_int = [&](const char* o, int& field) {
-    if (vm.count(o)) field = vm[o].as<int>();
+    const bool layers = std::string_view(o).find("layers") != std::string_view::npos;
+    if (vm.count(o)) field = int_option(vm, o, 1, layers ? kMaxLayers : sim::kMaxBatchSize);
   };
   set_int("layers", arch.layers);
   set_int("hidden", arch.hidden);
@@ -246,8 +255,6 @@ planner::Arch arch_from(const po::variables_map& vm) {
   set_int("decoder-layers", arch.decoder_layers);
   set_int("target-len", arch.target_len);
   set_int("global-batch-size", arch.global_batch_size);
-  if (vm.count("global-batch-size") && arch.global_batch_size < 1)
-    throw InputError(fmt::format("--global-batch-size: must be >= 1, got {}", arch.global_batch_size));
   if (vm.count("channels")) arch.channels = int_list("channels", vm["channels"].as<std::string>());
   if (vm.count("attention-levels")) {
     arch.attention = int_list("attention-levels", vm["attention-levels"].as<std::string>());
@@ -295,6 +302,9 @@ int cmd_model(int argc, char** argv) {
   const auto parsed = parse_options(argc, argv, model_options());
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
+  OutputSet outputs;
+  input_options(outputs, vm, {"from", "measured"});
+  const auto out = output_option(outputs, vm, "output");
   planner::Model model;
   if (vm.count("from")) {
     model = model_from_file(vm);
@@ -311,13 +321,15 @@ int cmd_model(int argc, char** argv) {
       warnings.insert(warnings.end(), w.begin(), w.end());
     }
   const std::string text = planner::dump_compact(planner::model_json(model)) + "\n";
-  if (vm.count("output")) {
-    write_file_atomic(vm["output"].as<std::string>(), text);
-    for (const auto& w : warnings) std::cerr << "adagrouper model: warning: " << w << '\n';
-    std::cout << summary(model) << "wrote " << vm["output"].as<std::string>() << '\n';
-  } else {
-    for (const auto& w : warnings) std::cerr << "adagrouper model: warning: " << w << '\n';
+  if (out) {
+    outputs.write(*out, text);
+    outputs.commit();
+  }
+  for (const auto& w : warnings) std::cerr << "adagrouper model: warning: " << w << '\n';
+  if (!out) {
     std::cout << text;
+  } else if (!outputs.has_stdout()) {
+    std::cout << summary(model) << "wrote " << vm["output"].as<std::string>() << '\n';
   }
   return 0;
 }

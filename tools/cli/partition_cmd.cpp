@@ -81,7 +81,7 @@ po::options_description partition_options() {
     ("eval-iterations", po::value<int>()->default_value(1)->value_name("n"), "iterations simulated per refined cut")
     ("eval-start", po::value<double>()->default_value(0.0)->value_name("T"),
        "absolute time (s) at which they start; the DP's mean rates are taken from T on")
-    ("output,o", po::value<std::string>()->value_name("FILE"), "write the pipeline file")
+    ("output,o", po::value<std::string>()->value_name("FILE"), "write the pipeline file (-: stdout)")
     ("json", po::bool_switch(), "print the partition report JSON instead of the table");
   // clang-format on
   return opts;
@@ -93,22 +93,21 @@ planner::PartitionOptions partition_settings(const po::variables_map& vm, int st
   o.stages = stages;
   o.micro_batch_size = b;
   if (vm.count("global-batch-size")) {
-    o.global_batch_size = vm["global-batch-size"].as<int>();
+    o.global_batch_size = int_option(vm, "global-batch-size", 1, sim::kMaxBatchSize);
   } else if (model.global_batch_size) {
     o.global_batch_size = *model.global_batch_size;
   } else {
     throw InputError(fmt::format("--global-batch-size: missing; {} has no global_batch_size", model_path));
   }
   o.schedule = sim::ScheduleSpec::named(vm["schedule"].as<std::string>(),
-                                        vm.count("k") ? std::optional<int>(vm["k"].as<int>()) : std::nullopt);
+                                        vm.count("k") ? std::optional<int>(int_option(vm, "k", 1, sim::kMaxBatchSize))
+                                                      : std::nullopt);
   o.memory_limit_bytes = vm.count("memory-limit") ? vm["memory-limit"].as<double>() : model.device.memory_bytes;
   if (!(o.memory_limit_bytes > 0) || !std::isfinite(o.memory_limit_bytes))
     throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}", o.memory_limit_bytes));
   o.refine = vm["refine"].as<int>();
-  o.eval_iterations = vm["eval-iterations"].as<int>();
-  o.eval_start_s = vm["eval-start"].as<double>();
-  if (!(o.eval_start_s >= 0) || !std::isfinite(o.eval_start_s))
-    throw InputError(fmt::format("--eval-start: must be a finite time >= 0, got {}", o.eval_start_s));
+  o.eval_iterations = int_option(vm, "eval-iterations", 1, kMaxIterations);
+  o.eval_start_s = time_option(vm, "eval-start");
   return o;
 }
 
@@ -119,10 +118,15 @@ int cmd_partition(int argc, char** argv) {
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
   const std::string model_path = required(vm, "model", "partition");
-  const int stages = required<int>(vm, "stages", "partition");
-  const int b = required<int>(vm, "micro-batch-size", "partition");
+  required<int>(vm, "stages", "partition");
+  required<int>(vm, "micro-batch-size", "partition");
+  const int stages = int_option(vm, "stages", 1, sim::kMaxStages);
+  const int b = int_option(vm, "micro-batch-size", 1, sim::kMaxBatchSize);
+  OutputSet outputs;
+  input_options(outputs, vm, {"model", "network"});
+  const auto out = output_option(outputs, vm, "output");
+  check_json_stdout(outputs, vm);
   const planner::Model model = planner::load_model(model_path);
-  if (stages < 1) throw InputError(fmt::format("--stages: must be >= 1, got {}", stages));
   const planner::PartitionOptions o = partition_settings(vm, stages, b, model, model_path);
   if (stages > model.num_layers())
     throw InputError(fmt::format("--stages: {} stages need at least {} layers; {} has {}", stages, stages, model_path,
@@ -132,13 +136,14 @@ int cmd_partition(int argc, char** argv) {
                                    : sim::Network::uniform(stages, std::nullopt);
 
   const planner::PartitionResult r = planner::partition(model, network, o);
-  if (vm.count("output"))
-    write_file_atomic(vm["output"].as<std::string>(), planner::dump_compact(planner::pipeline_json(r, model)) + "\n");
+  if (out) outputs.write(*out, planner::dump_compact(planner::pipeline_json(r, model)) + "\n");
+  outputs.commit();
+  if (outputs.has_stdout()) return 0;
   if (vm["json"].as<bool>()) {
     std::cout << planner::partition_json(r).dump(2) << '\n';
   } else {
     std::cout << planner::partition_text(r);
-    if (vm.count("output")) std::cout << "wrote " << vm["output"].as<std::string>() << '\n';
+    if (out) std::cout << "wrote " << vm["output"].as<std::string>() << '\n';
   }
   return 0;
 }

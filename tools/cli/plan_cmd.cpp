@@ -28,11 +28,12 @@ namespace po = boost::program_options;
 
 namespace {
 
-constexpr const char* kPlanHelp = R"(Usage: adagrouper plan --pipeline P --network N [--memory-limit BYTES]
+constexpr const char* kPlanHelp = R"(Usage: adagrouper plan --pipeline P --network N [--memory-limit BYTES] [--devices D]
        adagrouper plan --model M --stages S|auto --network N [--pipeline-output FILE] ...
                        [--global-batch-size B] [--eval-iterations n] [--eval-start T]
+                       [--families LIST] [--virtual-stages LIST]
                        [--comm-profile [FROM-TO=]FILE ... [--window N]]
-                       [--output FILE] [--json]
+                       [--output FILE] [--json] [--torch-csv FILE]
 
 The Ada-Grouper planner. With the global batch B fixed, each micro-batch size b that
 divides B (inside every stage's profile) gives M = B / b micro-batches. For k = 1, 2, ...
@@ -40,16 +41,31 @@ it finds the largest b whose kFkB plan fits the memory limit on every stage (the
 memory-limit curve; smaller b for the same k are pruned, larger ones are infeasible)
 and stops when no b fits. Each curve point, and the baselines 1f1b, dapple-b and gpipe
 at their own largest feasible b, is simulated on the network; the fastest feasible one
-is chosen (ties: less memory, then smaller k). Memory is the planner's model: static +
-activations in flight + messages that can wait in receive buffers (docs/model.md); it
-is never below what the simulator measures.
+is chosen (ties: less memory, then smaller k, then fewer virtual stages). Memory is the
+planner's model: static + activations in flight + messages that can wait in receive
+buffers (docs/model.md); it is never below what the simulator measures.
 
-The plan (schema adagrouper.plan/1, docs/formats.md) holds the inputs and their sha256,
+Schedule families (docs/model.md section 14): --families LIST adds, at each micro-batch
+size on the curve, kfkb-dynamic (kFkB with --split-backward and --w-fill dynamic at
+each curve point's k, with --max-pending-w unlimited and P = k) and the schedules of
+today's runtimes (interleaved-1f1b, looped-bfs, interleaved-zb for each v considered;
+zbv and dualpipev with v = 2); "all" names every one. A family that does not run the
+(D, v, M) is listed as refused with its reason. --devices D runs the pipeline's J model
+stages (J a multiple of D) on D devices: v = J / D model stages per device at most,
+and every v that divides it (--virtual-stages LIST picks some), each by merging
+consecutive model stages (times and bytes add, the message between them disappears);
+--devices alone considers every family. Without --devices, D = J and v = 1; without
+--devices and --families, exactly the curve and the baselines.
+
+The plan (schema adagrouper.plan/2, docs/formats.md) holds the inputs and their sha256,
 the chosen schedule with its predicted iteration time (exactly what `adagrouper
-simulate` reports for the same schedule, k, b, iterations and start time), every
-candidate with why it won, lost, was pruned or is infeasible, and per device the
-program: compute ops, and sends and recvs on their own streams with peer, bytes, tag
-and communicator (one per pair and direction).
+simulate` reports for the same schedule, k, v, backward options, b, iterations and
+start time, on the --pipeline-output file when model stages were merged), every
+candidate with why it won, lost, was pruned, is infeasible or was refused, and per
+device the program: compute ops with their model stage, and sends and recvs on their
+own streams with peer, bytes, tag and communicator (one per ordered pair of devices).
+--torch-csv writes the chosen order as PyTorch's compute-only schedule CSV (with
+dynamic W fill, where the evaluated run put the W ops).
 
 From a model: --model M.json (a layer-level model file, `adagrouper model`) with
 --stages S first partitions the layers into S stages (`adagrouper partition`, cut with
@@ -57,9 +73,11 @@ From a model: --model M.json (a layer-level model file, `adagrouper model`) with
 fastest kept), then plans as above; --stages auto tries S = 2, 4, 8, ... (up to the
 number of layers, at most 64) and keeps the S with the most samples per second per
 device (data-parallel gradient exchange is not modelled, so this favours the fewest
-stages that fit). B defaults to the model's global_batch_size and the limit to its
-device memory. The plan gets a "partition" record (every cut tried), and
---pipeline-output writes the chosen cut's pipeline file.
+stages that fit). With --families or --virtual-stages (default 1,2 then), each v cuts
+the layers into S x v model stages, planned on S devices with that v. B defaults to the
+model's global_batch_size and the limit to its device memory. The plan gets a
+"partition" record (every cut tried), and --pipeline-output writes the chosen cut's
+pipeline file.
 
 Inputs are the files of `adagrouper simulate` (docs/formats.md). Exit status: 0 ok,
 2 bad input or nothing fits the memory limit (one line naming the file and field),
@@ -158,7 +176,6 @@ ChannelProfile profile_channel(const MeasuredTransfers& m, const Channel& ch, co
 // the estimator `adagrouper adapt`'s controller uses too).
 std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vector<std::string>& specs, int window,
                                                std::vector<planner::InputFile>& inputs) {
-  if (window < 1) throw InputError(fmt::format("--window: must be >= 1, got {}", window));
   const MeasuredTransfers m = read_comm_profile(specs, net.num_stages(), inputs);
   std::vector<ChannelProfile> out;
   std::map<Channel, double> measured;
@@ -172,6 +189,35 @@ std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vec
   });
   return out;
 }
+
+// --devices D: a positive divisor of the pipeline's model stages; without it, one device
+// per model stage.
+int devices_option(const po::variables_map& vm, const sim::Pipeline& pipeline) {
+  if (!vm.count("devices")) return pipeline.num_stages();
+  const int D = vm["devices"].as<int>();
+  if (D < 1 || pipeline.num_stages() % D != 0)
+    throw InputError(fmt::format("--devices: {} has {} model stages, which is not a multiple of {} devices",
+                                 pipeline.source, pipeline.num_stages(), D));
+  return D;
+}
+
+// The families, virtual stages and devices of the options: with --devices, every family
+// unless --families names some; without, only those --families names.
+void family_settings(const po::variables_map& vm, planner::PlanOptions& options) {
+  if (vm.count("families")) {
+    options.families = planner::parse_families(vm["families"].as<std::string>());
+  } else if (vm.count("devices")) {
+    options.families = planner::extra_families();
+  }
+  if (vm.count("virtual-stages"))
+    options.virtual_stages = planner::parse_virtual_stages(vm["virtual-stages"].as<std::string>());
+  if (vm.count("devices")) options.devices = vm["devices"].as<int>();
+}
+
+// Most samples --window may average (as `adapt --window`).
+constexpr int kMaxWindow = 1'000'000;
+
+int window_option(const po::variables_map& vm) { return int_option(vm, "window", 1, kMaxWindow); }
 
 // `plan --model`: the model, its chosen partition and plan (planner::plan_model).
 struct FromModel {
@@ -188,7 +234,7 @@ FromModel plan_from_model(const po::variables_map& vm, const std::function<sim::
   planner::ModelPlanOptions mo;
   mo.stage_counts = planner::parse_stage_counts(vm["stages"].as<std::string>(), fm.model.num_layers());
   if (vm.count("global-batch-size")) {
-    mo.plan.global_batch_size = vm["global-batch-size"].as<int>();
+    mo.plan.global_batch_size = int_option(vm, "global-batch-size", 1, sim::kMaxBatchSize);
   } else if (fm.model.global_batch_size) {
     mo.plan.global_batch_size = *fm.model.global_batch_size;
   } else {
@@ -199,12 +245,13 @@ FromModel plan_from_model(const po::variables_map& vm, const std::function<sim::
   if (!(mo.plan.memory_limit_bytes > 0) || !std::isfinite(mo.plan.memory_limit_bytes))
     throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}",
                                  mo.plan.memory_limit_bytes));
-  mo.plan.eval_iterations = vm["eval-iterations"].as<int>();
-  mo.plan.eval_start_s = vm["eval-start"].as<double>();
-  if (mo.plan.eval_iterations < 1)
-    throw InputError(fmt::format("--eval-iterations: must be >= 1, got {}", mo.plan.eval_iterations));
-  if (!(mo.plan.eval_start_s >= 0) || !std::isfinite(mo.plan.eval_start_s))
-    throw InputError(fmt::format("--eval-start: must be a finite time >= 0, got {}", mo.plan.eval_start_s));
+  if (vm.count("devices")) throw InputError("--devices: only with --pipeline (with --model, --stages S is the devices)");
+  family_settings(vm, mo.plan);
+  mo.virtual_stages = mo.plan.virtual_stages;
+  if (mo.virtual_stages.empty()) mo.virtual_stages = mo.plan.families.empty() ? std::vector<int>{1} : std::vector<int>{1, 2};
+  mo.plan.virtual_stages.clear();
+  mo.plan.eval_iterations = int_option(vm, "eval-iterations", 1, kMaxIterations);
+  mo.plan.eval_start_s = time_option(vm, "eval-start");
   fm.plan = planner::plan_model(fm.model, network_for, mo);
   return fm;
 }
@@ -218,10 +265,20 @@ po::options_description plan_options() {
     ("model", po::value<std::string>()->value_name("FILE"), "layer-level model file to partition first (with --stages)")
     ("stages", po::value<std::string>()->value_name("S|auto"), "with --model: number of stages, or auto")
     ("pipeline-output", po::value<std::string>()->value_name("FILE"),
-       "with --model: write the chosen partition's pipeline file")
+       "with --model: write the chosen partition's pipeline file; with --devices: the chosen plan's pipeline "
+       "(its model stages merged), on which `simulate` gives the prediction")
     ("network", po::value<std::string>()->value_name("FILE"), "network file (required)")
     ("memory-limit", po::value<double>()->value_name("BYTES"),
        "per-stage memory limit (default: the pipeline's memory_limit_bytes)")
+    ("devices", po::value<int>()->value_name("D"),
+       "with --pipeline: devices the model stages run on (default: one per model stage)")
+    ("families", po::value<std::string>()->value_name("LIST"),
+       "schedule families considered beyond the curve and the baselines: all, or a comma-separated list of "
+       "kfkb-dynamic, interleaved-1f1b, looped-bfs, interleaved-zb, zbv, dualpipev (default: all with --devices, "
+       "none without)")
+    ("virtual-stages", po::value<std::string>()->value_name("LIST"),
+       "model stages per device considered, comma-separated (default: every divisor of J / D; with --model, 1,2 "
+       "when families are considered, else 1)")
     ("global-batch-size", po::value<int>()->value_name("B"),
        "global batch size (default: the pipeline's global_batch_size)")
     ("eval-iterations", po::value<int>()->default_value(1)->value_name("n"),
@@ -234,7 +291,9 @@ po::options_description plan_options() {
        "these channels use the moving average of their last --window samples instead of the network's rate")
     ("window", po::value<int>()->default_value(10)->value_name("N"),
        "samples in the moving average of --comm-profile (Ada-Grouper's profiling window)")
-    ("output,o", po::value<std::string>()->value_name("FILE"), "write the plan JSON to FILE")
+    ("output,o", po::value<std::string>()->value_name("FILE"), "write the plan JSON to FILE (-: stdout)")
+    ("torch-csv", po::value<std::string>()->value_name("FILE"),
+       "write the chosen order as PyTorch's compute-only schedule CSV")
     ("json", po::bool_switch(), "print the plan JSON on stdout instead of the table");
   // clang-format on
   return opts;
@@ -259,35 +318,37 @@ PlanInputs load_inputs(const po::variables_map& vm) {
       sim::Network n = sim::load_network(network_path, S, traces::TraceRates());
       std::vector<planner::InputFile> scratch;
       if (vm.count("comm-profile"))
-        apply_comm_profile(n, vm["comm-profile"].as<std::vector<std::string>>(), vm["window"].as<int>(), scratch);
+        apply_comm_profile(n, vm["comm-profile"].as<std::vector<std::string>>(), window_option(vm), scratch);
       return n;
     });
     in.pipeline = in.from_model->plan.plan.pipeline;
     in.files.push_back({"model", in.from_model->path, sha256_of(in.from_model->path)});
   } else {
-    for (const char* o : {"stages", "pipeline-output"})
-      if (vm.count(o)) throw InputError(fmt::format("--{}: only with --model (a pipeline file fixes its stages)", o));
+    if (vm.count("stages")) throw InputError("--stages: only with --model (a pipeline file fixes its stages)");
+    if (vm.count("pipeline-output") && !vm.count("devices"))
+      throw InputError("--pipeline-output: only with --model or --devices (otherwise it is the --pipeline file)");
     const std::string pipeline_path = required(vm, "pipeline", "plan");
     in.pipeline = sim::load_pipeline(pipeline_path);
     in.files.push_back({"pipeline", pipeline_path, sha256_of(pipeline_path)});
   }
-  in.network = sim::load_network(network_path, in.pipeline.num_stages(), traces::TraceRates());
+  const int devices = in.from_model ? in.from_model->plan.plan.devices : devices_option(vm, in.pipeline);
+  in.network = sim::load_network(network_path, devices, traces::TraceRates());
   in.files.push_back({"network", network_path, sha256_of(network_path)});
   if (vm.count("comm-profile"))
     in.profiled = apply_comm_profile(in.network, vm["comm-profile"].as<std::vector<std::string>>(),
-                                     vm["window"].as<int>(), in.files);
+                                     window_option(vm), in.files);
   return in;
 }
 
 planner::PlanOptions plan_settings(const po::variables_map& vm, const sim::Pipeline& pipeline) {
   planner::PlanOptions options;
-  options.global_batch_size =
-      vm.count("global-batch-size") ? vm["global-batch-size"].as<int>() : pipeline.global_batch_size;
+  family_settings(vm, options);
+  options.global_batch_size = vm.count("global-batch-size")
+                                  ? int_option(vm, "global-batch-size", 1, sim::kMaxBatchSize)
+                                  : pipeline.global_batch_size;
   options.memory_limit_bytes = memory_limit_option(vm, pipeline.memory_limit_bytes);
-  options.eval_iterations = vm["eval-iterations"].as<int>();
-  options.eval_start_s = vm["eval-start"].as<double>();
-  if (!(options.eval_start_s >= 0) || !std::isfinite(options.eval_start_s))
-    throw InputError(fmt::format("--eval-start: must be a finite time >= 0, got {}", options.eval_start_s));
+  options.eval_iterations = int_option(vm, "eval-iterations", 1, kMaxIterations);
+  options.eval_start_s = time_option(vm, "eval-start");
   return options;
 }
 
@@ -304,20 +365,50 @@ nlohmann::ordered_json plan_document(const po::variables_map& vm, const PlanInpu
   return doc;
 }
 
+// The plan's outputs, registered with the inputs they may not be.
+struct Outputs {
+  OutputSet set;
+  std::optional<std::size_t> plan, pipeline, torch_csv;
+};
+
+void add_outputs(const po::variables_map& vm, Outputs& o) {
+  input_options(o.set, vm, {"pipeline", "network", "model"});
+  if (vm.count("comm-profile"))
+    for (const std::string& spec : vm["comm-profile"].as<std::vector<std::string>>())
+      o.set.input("--comm-profile", parse_profile_spec(spec).second);
+  o.plan = output_option(o.set, vm, "output");
+  o.pipeline = output_option(o.set, vm, "pipeline-output");
+  o.torch_csv = output_option(o.set, vm, "torch-csv");
+  check_json_stdout(o.set, vm);
+}
+
+// The pipeline file --pipeline-output writes: the chosen partition's (--model), or the
+// chosen plan's pipeline with its model stages merged (--devices).
+std::string pipeline_output(const PlanInputs& in, const planner::PlanResult& plan) {
+  if (in.from_model)
+    return planner::dump_compact(planner::pipeline_json(in.from_model->plan.partition, in.from_model->model)) + "\n";
+  return planner::dump_compact(planner::pipeline_file_json(plan.chosen_pipeline)) + "\n";
+}
+
 }  // namespace
 
 int cmd_plan(int argc, char** argv) {
   const auto parsed = parse_options(argc, argv, plan_options());
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
+  Outputs out;
+  add_outputs(vm, out);
   const PlanInputs in = load_inputs(vm);
-  const planner::PlanResult plan = planner::make_plan(in.pipeline, in.network, plan_settings(vm, in.pipeline));
-  const auto doc = plan_document(vm, in, plan);
   const auto& from_model = in.from_model;
-  if (from_model && vm.count("pipeline-output"))
-    write_file_atomic(vm["pipeline-output"].as<std::string>(),
-                      planner::dump_compact(planner::pipeline_json(from_model->plan.partition, from_model->model)) + "\n");
-  if (vm.count("output")) write_file_atomic(vm["output"].as<std::string>(), doc.dump(2) + "\n");
+  // From a model: the plan of the chosen cut, made while partitioning (on its devices).
+  const planner::PlanResult plan = from_model ? from_model->plan.plan
+                                              : planner::make_plan(in.pipeline, in.network, plan_settings(vm, in.pipeline));
+  const auto doc = plan_document(vm, in, plan);
+  if (out.pipeline) out.set.write(*out.pipeline, pipeline_output(in, plan));
+  if (out.torch_csv) out.set.write(*out.torch_csv, sim::torch_csv(plan.chosen_schedule));
+  if (out.plan) out.set.write(*out.plan, doc.dump(2) + "\n");
+  out.set.commit();
+  if (out.set.has_stdout()) return 0;
   if (vm["json"].as<bool>()) {
     std::cout << doc.dump(2) << '\n';
   } else {

@@ -53,7 +53,7 @@ void add_options(po::options_description& o) {
     ("stages", po::value<int>()->value_name("D"), "number of stages (devices, pipeline ranks); required")
     ("micro-batches", po::value<int>()->value_name("M"), "micro-batches per iteration; required")
     ("format", po::value<std::string>()->default_value("grid")->value_name("F"), "grid, torch-csv or json")
-    ("output,o", po::value<std::string>()->value_name("FILE"), "write to FILE instead of stdout");
+    ("output,o", po::value<std::string>()->value_name("FILE"), "write to FILE instead of stdout (-: stdout)");
   // clang-format on
   add_schedule_options(o);
 }
@@ -84,19 +84,24 @@ int cmd_schedule(int argc, char** argv) {
   const auto parsed = parse_options(argc, argv, opts, "schedule");
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
-  const int D = required<int>(vm, "stages", "schedule");
-  const int M = required<int>(vm, "micro-batches", "schedule");
-  if (D < 1) throw InputError(fmt::format("--stages: must be >= 1, got {}", D));
-  if (M < 1) throw InputError(fmt::format("--micro-batches: must be >= 1, got {}", M));
+  required<int>(vm, "stages", "schedule");
+  required<int>(vm, "micro-batches", "schedule");
+  const int D = int_option(vm, "stages", 1, sim::kMaxStages);
+  const int M = int_option(vm, "micro-batches", 1, sim::kMaxBatchSize);
   const std::string format = vm["format"].as<std::string>();
   if (format != "grid" && format != "torch-csv" && format != "json")
     throw InputError(fmt::format("--format: grid, torch-csv or json, got '{}'", format));
-  const sim::Schedule s = sim::make_schedule(schedule_spec_option(vm, "schedule"), D, M);
+  OutputSet outputs;
+  const auto out = output_option(outputs, vm, "output");
+  const sim::ScheduleSpec spec = schedule_spec_option(vm, "schedule");
+  check_op_count(spec, D, M);
+  const sim::Schedule s = sim::make_schedule(spec, D, M);
   std::string text = format == "grid"        ? sim::schedule_grid(s)
                      : format == "torch-csv" ? sim::torch_csv(s)
                                              : schedule_json(s, M).dump(2) + "\n";
-  if (vm.count("output")) {
-    write_file_atomic(vm["output"].as<std::string>(), text);
+  if (out) {
+    outputs.write(*out, text);
+    outputs.commit();
   } else {
     std::cout << text;
   }

@@ -1,10 +1,13 @@
 // The options that name a schedule.
 #include "schedule_options.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli_util.h"
 #include "error.h"
+#include "pipeline.h"
 
 namespace adagrouper::cli {
 
@@ -27,16 +30,27 @@ void add_schedule_options(po::options_description& opts) {
 
 sim::ScheduleSpec schedule_spec_option(const po::variables_map& vm, const char* command) {
   const std::string name = required(vm, "schedule", command);
-  sim::ScheduleSpec spec = sim::ScheduleSpec::named(name, vm.count("k") ? std::optional<int>(vm["k"].as<int>())
-                                                                        : std::nullopt);
-  if (vm.count("virtual-stages")) spec.virtual_stages = vm["virtual-stages"].as<int>();
+  sim::ScheduleSpec spec = sim::ScheduleSpec::named(
+      name, vm.count("k") ? std::optional<int>(int_option(vm, "k", 1, sim::kMaxBatchSize)) : std::nullopt);
+  if (vm.count("virtual-stages")) spec.virtual_stages = int_option(vm, "virtual-stages", 1, sim::kMaxStages);
   spec.split_backward = vm["split-backward"].as<bool>();
   const std::string fill = vm["w-fill"].as<std::string>();
   if (fill != "static" && fill != "dynamic")
     throw InputError(fmt::format("--w-fill: static or dynamic, got '{}'", fill));
   spec.w_fill = fill == "dynamic" ? sim::WFill::Dynamic : sim::WFill::Static;
-  if (vm.count("max-pending-w")) spec.max_pending_w = vm["max-pending-w"].as<int>();
+  if (vm.count("max-pending-w")) spec.max_pending_w = int_option(vm, "max-pending-w", 0, sim::kMaxBatchSize);
   return spec;
+}
+
+void check_op_count(const sim::ScheduleSpec& spec, int stages, int micro_batches) {
+  // A family that runs with one v gets it by default.
+  const sim::ScheduleFamily* family = sim::find_schedule_family(spec.family);
+  const long long v = std::max(spec.virtual_stages, family ? family->virtual_stages : 1);
+  const long long ops = 2LL * stages * v * micro_batches;  // as sim::kMaxOps counts them
+  if (ops > sim::kMaxOps)
+    throw InputError(fmt::format("--micro-batches: {} stages x {} micro-batches make {} ops per iteration, more "
+                                 "than the {} a schedule may have",
+                                 stages, micro_batches, ops, sim::kMaxOps));
 }
 
 int stages_for(int model_stages, int v, const std::string& pipeline_source) {

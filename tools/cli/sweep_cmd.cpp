@@ -16,6 +16,9 @@ namespace po = boost::program_options;
 
 namespace {
 
+// Most worker threads --jobs may ask for.
+constexpr int kMaxJobs = 4096;
+
 constexpr const char* kSweepHelp = R"(Usage: adagrouper sweep SPEC --output FILE [--format csv|jsonl] [--jobs N]
                         [--shard i/n] [--retry-errors] [--dry-run] [--quiet]
        mpirun -np N adagrouper sweep SPEC --output FILE ...
@@ -46,8 +49,12 @@ fits_memory) and error. A run that cannot run (b does not divide B, k > M, ...) 
 row with the error column set, not the end of the sweep.
 
 Resuming: run the same command again. Rows already in FILE are skipped (a partial
-last line left by a killed run is cut off and that run done again). --shard i/n runs
-the runs whose index % n == i, for job arrays (give each shard its own FILE).
+last line left by a killed run is cut off and that run done again). A FILE that is not
+this spec's output (other columns, not rows) is refused and left as it is; so is the
+spec or one of its pipeline or network files. --dry-run reads FILE and changes nothing.
+FILE - writes the rows to stdout (give --format); a device or FIFO is written as it is;
+neither is resumed from. --shard i/n runs the runs whose index % n == i, for job arrays
+(give each shard its own FILE; a second sweep writing the same FILE stops, status 1).
 MPI: under mpirun (built with Open MPI) the runs are spread over the ranks and rank 0
 writes FILE; sorted, it equals a single-process run.
 Progress (done/total, runs/s, ETA) goes to stderr unless --quiet.
@@ -65,7 +72,7 @@ void add_sweep_options(po::options_description& opts) {
     ("help,h", "show this help")
     ("spec", po::value<std::string>()->value_name("FILE"), "the sweep spec (or the first positional argument)")
     ("output,o", po::value<std::string>()->value_name("FILE"),
-       "output file (required); rows already in it are skipped")
+       "output file (required; -: stdout); rows already in it are skipped")
     ("format", po::value<std::string>()->value_name("csv|jsonl"),
        "output format (default: from the output's extension)")
     ("jobs,j", po::value<int>()->default_value(0)->value_name("N"),
@@ -105,8 +112,7 @@ int cmd_sweep(int argc, char** argv) {
     std::optional<std::string> format;
     if (vm.count("format")) format = vm["format"].as<std::string>();
     options.format = sweep::format_for(options.output, format);
-    options.jobs = vm["jobs"].as<int>();
-    if (options.jobs < 0) throw InputError(fmt::format("--jobs: must be >= 0, got {}", options.jobs));
+    options.jobs = int_option(vm, "jobs", 0, kMaxJobs);
     options.shard = sweep::parse_shard(vm["shard"].as<std::string>());
     options.retry_errors = vm["retry-errors"].as<bool>();
     options.dry_run = vm["dry-run"].as<bool>();

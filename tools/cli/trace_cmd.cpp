@@ -190,7 +190,8 @@ void add_input_options(po::options_description& o) {
 void add_output_options(po::options_description& o) {
   // clang-format off
   o.add_options()
-    ("output,o", po::value<std::string>()->value_name("FILE"), "write here (complete or not at all); default stdout")
+    ("output,o", po::value<std::string>()->value_name("FILE"),
+       "write here (complete or not at all, never over the input); default, or -: stdout")
     ("to", po::value<std::string>()->value_name("csv|json"), "output format (default: from --output's extension)");
   // clang-format on
 }
@@ -247,35 +248,48 @@ std::string shape(const tr::Trace& t) {
                                  : fmt::format("{} s long", t.span_s));
 }
 
-void write_output(const po::variables_map& vm, const tr::Trace& t) {
+// Writes the trace to --output (stdout without it, or with -) in --to's format; `source`
+// is the input file, which the output may not be.
+void write_output(const po::variables_map& vm, const tr::Trace& t, const std::string& source = "") {
   std::string to;
-  const std::string out = vm.count("output") ? vm["output"].as<std::string>() : "";
+  const std::string out = vm.count("output") ? vm["output"].as<std::string>() : "-";
   if (vm.count("to")) {
     to = vm["to"].as<std::string>();
     if (to != "csv" && to != "json") throw InputError(fmt::format("--to: must be csv or json, got \"{}\"", to));
   } else {
     to = out.size() >= 5 && out.compare(out.size() - 5, 5, ".json") == 0 ? "json" : "csv";
   }
-  const std::string text = to == "json" ? tr::to_json_text(t) : tr::to_csv(t);
-  if (out.empty()) {
-    std::cout << text;
-    return;
-  }
-  write_file_atomic(out, text);
-  std::cout << fmt::format("wrote {} ({}, {})\n", out, to, shape(t));
+  OutputSet outputs;
+  if (!source.empty()) outputs.input("--input", source);
+  const std::size_t file = outputs.add("--output", out);
+  outputs.write(file, to == "json" ? tr::to_json_text(t) : tr::to_csv(t));
+  outputs.commit();
+  if (!outputs.has_stdout()) std::cout << fmt::format("wrote {} ({}, {})\n", out, to, shape(t));
 }
 
-// Window errors of the library (std::invalid_argument) as input errors on the options.
+// Window errors of the library (std::invalid_argument) as input errors on `options`,
+// the options that set the window.
 template <class F>
-auto window_guard(F&& f) {
+auto window_guard(std::string_view options, F&& f) {
   try {
     return f();
   } catch (const std::invalid_argument& e) {
-    throw InputError(fmt::format("--start-s / --end-s: {}", e.what()));
+    throw InputError(fmt::format("{}: {}", options, e.what()));
   } catch (const std::length_error&) {
-    throw InputError(fmt::format("--start-s / --end-s: the window holds more than {} pieces of the trace; narrow it",
+    throw InputError(fmt::format("{}: the window holds more than {} pieces of the trace; narrow it", options,
                                  tr::kMaxPoints));
   }
+}
+
+// A window end (--end-s, --until-s): after `from`, and at most a trace file's length
+// (sim::kMaxTime) past it when `bounded` (the result is written as a trace).
+double window_end_option(const po::variables_map& vm, const char* name, double from, bool bounded) {
+  const double to = time_option(vm, name);
+  if (!(to > from)) throw InputError(fmt::format("--{}: must be after the window's start {} s, got {}", name, from, to));
+  if (bounded && to - from > sim::kMaxTime)
+    throw InputError(fmt::format("--{}: the window would be {} s long, more than the {} s a trace may span", name,
+                                 to - from, sim::kMaxTime));
+  return to;
 }
 
 // synth ----------------------------------------------------------------------------
@@ -333,7 +347,7 @@ nlohmann::json number_list(const std::string& opt, const std::string& text) {
 // --levels and --durations-s, else its string.
 nlohmann::json option_json(const std::string& opt, const po::variable_value& value) {
   const std::type_info& type = value.value().type();
-  if (type == typeid(double)) return value.as<double>();
+  if (type == typeid(double)) return value.as<double>() + 0.0;  // -0 is 0
   if (type == typeid(int)) return value.as<int>();
   if (type == typeid(std::uint64_t)) return value.as<std::uint64_t>();
   if (opt == "repeat") {
@@ -384,9 +398,8 @@ int cmd_synth(int argc, char** argv) {
   tr::Trace t = inline_spec ? tr::parse_rate_spec(spec_from_json(*vm), "--spec")
                             : tr::parse_rate_spec(spec_from_options(*vm), "trace synth");
   if (vm->count("until-s")) {
-    const double until = (*vm)["until-s"].as<double>();
-    if (!(until > 0) || !std::isfinite(until)) throw InputError(fmt::format("--until-s: must be > 0, got {}", until));
-    t = window_guard([&] { return tr::slice(t, 0.0, until); });
+    const double until = window_end_option(*vm, "until-s", 0.0, true);
+    t = window_guard("--until-s", [&] { return tr::slice(t, 0.0, until); });
   }
   write_output(*vm, t);
   return 0;
@@ -403,7 +416,7 @@ int cmd_import(int argc, char** argv) {
   if (!vm) return 0;
   if (vm->count("spec")) throw InputError("import reads a file: give INPUT (use `trace synth --spec` for a rate form)");
   const Input in = read_input(*vm);
-  write_output(*vm, in.trace);
+  write_output(*vm, in.trace, in.source);
   return 0;
 }
 
@@ -424,7 +437,7 @@ void add_stats_options(po::options_description& o) {
 
 // --end-s, else the trace's length.
 double window_end(const po::variables_map& vm, const Input& in, double from) {
-  if (vm.count("end-s")) return vm["end-s"].as<double>();
+  if (vm.count("end-s")) return window_end_option(vm, "end-s", from, false);
   const double to = in.trace.span_s;
   if (!(to > from))
     throw InputError(fmt::format("--end-s: the trace is {} s long (a single point): give the window's end", to));
@@ -433,8 +446,8 @@ double window_end(const po::variables_map& vm, const Input& in, double from) {
 
 std::optional<double> threshold_option(const po::variables_map& vm) {
   if (!vm.count("threshold")) return std::nullopt;
-  const double threshold = vm["threshold"].as<double>();
-  if (!std::isfinite(threshold)) throw InputError("--threshold: must be a finite number");
+  const double threshold = vm["threshold"].as<double>() + 0.0;  // -0 is 0
+  if (!std::isfinite(threshold)) throw InputError(fmt::format("--threshold: must be a finite number, got {}", threshold));
   if (!vm["threshold-fraction"].defaulted()) throw InputError("give --threshold or --threshold-fraction, not both");
   return threshold;
 }
@@ -474,6 +487,16 @@ std::string stats_text(const Input& in, const tr::TraceStats& s) {
   return out;
 }
 
+// Statistics are printed only when every one is a number.
+void check_finite(const tr::TraceStats& s) {
+  for (double v : {s.duration_s, s.mean, s.min, s.max, s.p5, s.p50, s.p95, s.threshold, s.fraction_below,
+                   s.mean_episode_s})
+    if (!std::isfinite(v))
+      throw InputError(fmt::format("--start-s / --end-s: over [{}, {}) s the statistics are not finite numbers; "
+                                   "narrow the window",
+                                   s.start_s, s.end_s));
+}
+
 int cmd_stats(int argc, char** argv) {
   po::options_description opts(kStatsHelp);
   add_stats_options(opts);
@@ -481,14 +504,14 @@ int cmd_stats(int argc, char** argv) {
   const auto parsed = parse_options(argc, argv, opts, "input");
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
-  const Input in = read_input(vm);
-  const double from = vm["start-s"].as<double>();
-  const double to = window_end(vm, in, from);
+  const double from = time_option(vm, "start-s");
   const std::optional<double> threshold = threshold_option(vm);
-  const double fraction = vm["threshold-fraction"].as<double>();
-  if (!(fraction >= 0) || !std::isfinite(fraction))
-    throw InputError(fmt::format("--threshold-fraction: must be >= 0, got {}", fraction));
-  const tr::TraceStats s = window_guard([&] { return tr::compute_stats(in.trace, from, to, threshold, fraction); });
+  const double fraction = finite_option(vm, "threshold-fraction", 0);
+  const Input in = read_input(vm);
+  const double to = window_end(vm, in, from);
+  const tr::TraceStats s =
+      window_guard("--start-s / --end-s", [&] { return tr::compute_stats(in.trace, from, to, threshold, fraction); });
+  check_finite(s);
   if (vm["json"].as<bool>()) {
     std::cout << stats_json(in, s).dump(2) << '\n';
   } else {
@@ -513,17 +536,17 @@ int cmd_slice(int argc, char** argv) {
   const auto parsed = parse_options(argc, argv, opts, "input");
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
-  const Input in = read_input(vm);
   if (!vm.count("start-s")) throw InputError("--start-s: missing (see adagrouper trace slice --help)");
-  const double from = vm["start-s"].as<double>();
+  const double from = time_option(vm, "start-s");
   std::optional<double> to;
-  if (vm.count("end-s")) to = vm["end-s"].as<double>();
+  if (vm.count("end-s")) to = window_end_option(vm, "end-s", from, true);
+  const Input in = read_input(vm);
   if (!to && in.trace.repeats())
     throw InputError(fmt::format("--end-s: {} repeats forever: give the window's end", in.source));
   if (vm["repeat"].as<bool>() && !to) throw InputError("--repeat needs --end-s");
-  tr::Trace t = window_guard([&] { return tr::slice(in.trace, from, to); });
-  if (vm["repeat"].as<bool>()) t = window_guard([&] { return tr::repeat(t, *to - from); });
-  write_output(vm, t);
+  tr::Trace t = window_guard("--start-s / --end-s", [&] { return tr::slice(in.trace, from, to); });
+  if (vm["repeat"].as<bool>()) t = window_guard("--end-s", [&] { return tr::repeat(t, *to - from); });
+  write_output(vm, t, in.format == "spec" ? "" : in.source);
   return 0;
 }
 

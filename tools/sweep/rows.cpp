@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -276,28 +277,22 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 
 namespace {
 
-// The text of an existing output. A partial last line (a run killed while writing it)
-// is cut off the file and the text.
-std::string complete_lines(const fs::path& output, Existing& ex) {
-  const std::string name = output.string();
-  std::string content;
-  {
-    std::ifstream in(output, std::ios::binary);
-    if (!in) throw InputError(fmt::format("{}: cannot read the existing output", name));
-    std::ostringstream s;
-    s << in.rdbuf();
-    content = s.str();
-  }
-  const std::size_t nl = content.rfind('\n');
-  const std::size_t complete = nl == std::string::npos ? 0 : nl + 1;
-  if (complete < content.size()) {
-    ex.truncated = true;
-    content.resize(complete);
-    std::error_code ec;
-    fs::resize_file(output, complete, ec);
-    if (ec) throw InputError(fmt::format("{}: cannot cut off its partial last line: {}", name, ec.message()));
-  }
-  return content;
+// The text of an existing output.
+std::string read_text(const fs::path& output) {
+  std::ifstream in(output, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot read the existing output", output.string()));
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) throw InputError(fmt::format("{}: cannot read the existing output", output.string()));
+  return s.str();
+}
+
+// Whether `tail`, text after the last complete line of a file with no complete line,
+// is the start of a line a sweep writes first: the CSV header, or a JSONL row.
+bool starts_like_ours(std::string_view tail, Format format, const std::vector<std::string>& columns) {
+  const std::string first = format == Format::csv ? csv_header(columns) + "\n" : std::string("{\"id\":\"");
+  const std::size_t n = std::min(first.size(), tail.size());
+  return tail.substr(0, n) == std::string_view(first).substr(0, n);
 }
 
 void check_csv_header(const std::string& line, const std::string& header, const std::string& name) {
@@ -345,21 +340,30 @@ RowKey jsonl_row_key(const std::string& line, const std::string& name, int line_
 
 }  // namespace
 
-Existing read_existing(const fs::path& output, Format format, const std::vector<std::string>& columns,
+Existing scan_existing(const fs::path& output, Format format, const std::vector<std::string>& columns,
                        bool retry_errors) {
   Existing ex;
-  std::error_code ec;
-  if (!fs::exists(output, ec)) return ex;
+  if (!file_id(output)) return ex;
   ex.exists = true;
   const std::string name = output.string();
-  const std::string content = complete_lines(output, ex);
+  const std::string file = read_text(output);
+  const std::size_t nl = file.rfind('\n');
+  ex.complete_bytes = nl == std::string::npos ? 0 : nl + 1;
+  ex.truncated = ex.complete_bytes < file.size();
+  const std::string_view content = std::string_view(file).substr(0, ex.complete_bytes);
+  if (content.empty() && ex.truncated && !starts_like_ours(file, format, columns)) {
+    if (format == Format::csv) check_csv_header(file, csv_header(columns), name);
+    throw InputError(fmt::format("{}:1: not a row of this spec (a JSON object with the keys {}, ..., error); "
+                                 "write to another file, or delete it to start over",
+                                 name, columns.front()));
+  }
   std::string kept;
   std::size_t pos = 0;
   int line_no = 0;
   while (pos < content.size()) {
     const std::size_t end = content.find('\n', pos);
-    std::string line = content.substr(pos, end - pos);
-    const std::string raw = content.substr(pos, end + 1 - pos);
+    std::string line(content.substr(pos, end - pos));
+    const std::string_view raw = content.substr(pos, end + 1 - pos);
     pos = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -380,9 +384,30 @@ Existing read_existing(const fs::path& output, Format format, const std::vector<
     kept += raw;
   }
   if (retry_errors && ex.error_rows > 0) {
-    write_file_atomic(output, kept);
+    ex.without_errors = std::move(kept);
     ex.rows -= ex.error_rows;
   }
+  return ex;
+}
+
+bool repair_existing(const fs::path& output, const Existing& existing) {
+  if (existing.without_errors) {
+    write_file_atomic(output, *existing.without_errors);
+    return true;
+  }
+  if (existing.truncated) {
+    std::error_code ec;
+    fs::resize_file(output, existing.complete_bytes, ec);
+    if (ec)
+      throw std::runtime_error(fmt::format("{}: cannot cut off its partial last line: {}", output.string(), ec.message()));
+  }
+  return false;
+}
+
+Existing read_existing(const fs::path& output, Format format, const std::vector<std::string>& columns,
+                       bool retry_errors) {
+  Existing ex = scan_existing(output, format, columns, retry_errors);
+  repair_existing(output, ex);
   return ex;
 }
 

@@ -99,30 +99,43 @@ Output::Output(fs::path path, Format format, std::string header)
 }
 
 Output::~Output() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0 && owned_) ::close(fd_);
 }
 
 void Output::open() {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const OutputTarget target = resolve_output("--output", path_.string());
+  regular_ = target.kind == OutputTarget::Kind::regular || target.kind == OutputTarget::Kind::absent;
+  if (target.kind == OutputTarget::Kind::standard_output) {
+    fd_ = STDOUT_FILENO;
+    owned_ = false;
+    return;
+  }
+  // A regular file is appended to (created if new); a device or FIFO is written as it is.
+  const int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | (regular_ ? O_CREAT : 0);
+  fd_ = ::open(target.path.c_str(), flags, 0666);
   if (fd_ < 0) throw std::runtime_error(fmt::format("{}: cannot write: {}", path_.string(), std::strerror(errno)));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  owned_ = true;
+  // A lock held elsewhere is a failure of this run (status 1), not bad input; a file
+  // system without locks does without.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
     ::close(fd_);
     fd_ = -1;
-    throw InputError(fmt::format("{}: another adagrouper sweep is writing this file (give each shard its own output)",
-                                 path_.string()));
+    throw std::runtime_error(
+        fmt::format("{}: another adagrouper sweep is writing this file (give each shard its own output)",
+                    path_.string()));
   }
 }
 
 void Output::reopen() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0 && owned_) ::close(fd_);
   fd_ = -1;
   open();
 }
 
 void Output::start() {
   if (format_ != Format::csv) return;
-  const off_t size = ::lseek(fd_, 0, SEEK_END);
-  if (size == 0) append(header_);
+  // A regular file gets the header when it is empty; a device or stdout always.
+  if (!regular_ || ::lseek(fd_, 0, SEEK_END) == 0) append(header_);
 }
 
 void Output::append(const std::string& line) {
@@ -200,12 +213,32 @@ void Progress::finish() {
 // --- the output and what to run ---------------------------------------------------------
 
 Existing open_existing(const Study& study, const Options& options, std::optional<Output>& out) {
-  std::error_code ec;
-  if (!options.dry_run && fs::exists(options.output, ec))
-    out.emplace(options.output, options.format, csv_header(columns(study)));
-  Existing existing = read_existing(options.output, options.format, columns(study), options.retry_errors);
-  if (out && existing.exists && options.retry_errors && existing.error_rows > 0) out->reopen();
+  // Only a regular file can hold rows to resume from; stdout, a device or a FIFO is
+  // written as it is, and nothing is read from it.
+  check_inputs(study, options);
+  const OutputTarget target = resolve_output("--output", options.output.string());
+  if (target.kind != OutputTarget::Kind::regular) return {};
+  // Locked before it is read; changed only once it is known to be this spec's output,
+  // and never by a dry run.
+  if (!options.dry_run) out.emplace(options.output, options.format, csv_header(columns(study)));
+  Existing existing = scan_existing(target.path, options.format, columns(study), options.retry_errors);
+  if (out && repair_existing(target.path, existing)) out->reopen();
   return existing;
+}
+
+void check_inputs(const Study& study, const Options& options) {
+  const OutputTarget target = resolve_output("--output", options.output.string());
+  if (target.kind != OutputTarget::Kind::regular) return;
+  auto refuse = [&](const std::string& what, const fs::path& path) {
+    if (file_id(path) == target.id)
+      throw InputError(fmt::format("--output: {} is also an input ({} {}); write to another file",
+                                   options.output.string(), what, path.string()));
+  };
+  refuse("the spec", study.source);
+  const fs::path dir = fs::path(study.source).parent_path();
+  for (const PipelineInput& p : study.pipelines)
+    refuse("pipeline", fs::path(p.label).is_absolute() ? fs::path(p.label) : dir / p.label);
+  for (const NetworkInput& n : study.networks) refuse("network", n.source);
 }
 
 void start_output(const Study& study, const Options& options, std::optional<Output>& out) {

@@ -57,7 +57,8 @@ class Pool {
   std::vector<std::thread> threads_;
 };
 
-// The output file, open for appending and locked (flock) against a second sweep.
+// The output, open for appending: a regular file (created if new) locked (flock) against
+// a second sweep, a device or FIFO as it is, or stdout ("-").
 class Output {
  public:
   Output(std::filesystem::path path, Format format, std::string header);
@@ -77,6 +78,8 @@ class Output {
   Format format_;
   std::string header_;
   int fd_ = -1;
+  bool owned_ = false;    // fd_ is ours to close (not stdout)
+  bool regular_ = false;  // a regular file: resumable, gets the header only when empty
 };
 
 // "sweep: 340/1000 runs, 85.2 runs/s, ETA 8 s, 2 errors" on stderr: rewritten in place
@@ -132,10 +135,15 @@ class Writer {
   Progress& progress_;
 };
 
-// Reads an existing output for resuming (read_existing). Unless this is a dry run, the
-// file is first opened into `out` and locked, and opened again when --retry-errors
-// rewrote it.
+// Reads an existing output for resuming (scan_existing); only a regular file has one.
+// Unless this is a dry run, the file is first opened into `out` and locked, then
+// repaired (repair_existing) and opened again when --retry-errors rewrote it. A dry run
+// changes nothing.
 Existing open_existing(const Study& study, const Options& options, std::optional<Output>& out);
+
+// Throws InputError naming --output when the output is the spec, one of its pipeline
+// files or one of its network files (same device and inode).
+void check_inputs(const Study& study, const Options& options);
 // Creates the output if open_existing found none, and writes the CSV header into an
 // empty one: once the inputs are known to be good.
 void start_output(const Study& study, const Options& options, std::optional<Output>& out);

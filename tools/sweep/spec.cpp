@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "json_util.h"
+#include "pipeline.h"
+#include "rate_forms.h"
 #include "sweep.h"
 
 namespace adagrouper::sweep {
@@ -54,9 +56,12 @@ std::vector<json> range_values(const Field& f, bool integral) {
     const std::int64_t step = r.size() == 3 ? r.at(2).integer() : 1;
     if (step <= 0) r.at(2).fail(fmt::format("step must be > 0, got {}", step));
     if (to < from) r.fail(fmt::format("to ({}) must be >= from ({})", to, from));
-    if (static_cast<std::uint64_t>((to - from) / step) >= kMaxRuns)
-      r.fail(fmt::format("more than {} values", kMaxRuns));
-    for (std::int64_t v = from; v <= to; v += step) out.emplace_back(v);
+    // In unsigned arithmetic: to - from does not overflow, nor does from + i x step below.
+    const std::uint64_t n = (static_cast<std::uint64_t>(to) - static_cast<std::uint64_t>(from)) /
+                            static_cast<std::uint64_t>(step);
+    if (n >= kMaxRuns) r.fail(fmt::format("more than {} values", kMaxRuns));
+    for (std::uint64_t i = 0; i <= n; ++i)
+      out.emplace_back(static_cast<std::int64_t>(static_cast<std::uint64_t>(from) + i * static_cast<std::uint64_t>(step)));
     return out;
   }
   const double from = r.at(std::size_t{0}).number(), to = r.at(1).number();
@@ -106,8 +111,9 @@ json check_value(const std::string& name, const Field& f) {
   }
   if (is_trace_key(name)) return f.json();
   if (name == "seed") return f.integer_at_least(0);
-  if (name == "k" || name == "micro_batch_size" || name == "iterations") return f.integer_at_least(1);
-  if (name == "start_time_s") return f.non_negative();
+  if (name == "k" || name == "micro_batch_size") return f.int_in(1, sim::kMaxBatchSize);
+  if (name == "iterations") return f.int_in(1);
+  if (name == "start_time_s") return sim::read_time(f);
   if (name == "schedule") {
     const std::string s = f.string();
     if (!sim::find_schedule_family(s))
@@ -146,9 +152,15 @@ Axis parse_axis(const std::string& name, const Field& f) {
 
 Block parse_block(const Field& f) {
   f.require_object();
+  // The parameters, and every trace.KEY (the traces library checks KEY).
+  std::vector<std::string_view> known(std::begin(kParams), std::end(kParams));
+  for (const auto& item : f.json().items())
+    if (is_trace_key(item.key())) known.push_back(item.key());
+  f.check_keys(known, "a block of parameters");
   Block block;
   for (const auto& item : f.json().items()) {
     std::string name = item.key();
+    if (name == "description" || name == "comment") continue;
     const Field v = f.at(name);
     if (name == "trace.seed") name = "seed";
     if (name == "trace.name" || name == "trace.pattern") v.fail("cannot be swept: sweep a list of traces instead");
@@ -464,11 +476,7 @@ Study parse_study(const json& doc, const std::string& source) {
   study.source = source;
   const Field root(doc, source);
   root.require_object();
-  for (const auto& item : doc.items()) {
-    const std::string& key = item.key();
-    if (key != "description" && key != "defaults" && key != "grid" && key != "runs")
-      root.at(key).fail("unknown field (a sweep spec has description, defaults, grid and runs)");
-  }
+  root.check_keys({"defaults", "grid", "runs"}, "a sweep spec");
   Block defaults;
   if (root.has("defaults")) defaults = parse_block(root.at("defaults"));
   std::vector<ParsedBlock> blocks;

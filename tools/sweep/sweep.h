@@ -140,14 +140,26 @@ struct Existing {
   std::unordered_set<std::string> done;  // ids of the complete rows (error rows included)
   std::size_t rows = 0;                  // complete rows
   std::size_t error_rows = 0;
-  bool truncated = false;  // a partial last line was found
+  bool truncated = false;         // a partial last line was found
+  std::size_t complete_bytes = 0;  // the length of the complete lines, before that partial one
+  // With retry_errors and error rows: the complete lines without the error rows.
+  std::optional<std::string> without_errors;
 };
 
-// Reads an existing output for resuming: checks that its columns are `columns`, and
-// collects the ids of its complete rows. A partial last line (a run killed while
-// writing) is cut off the file. With retry_errors, error rows are removed from the
-// file (rewritten atomically) so that they run again. Throws InputError naming the
-// file (and line).
+// Reads an existing output for resuming, and changes nothing: checks that its columns
+// are `columns` (CSV header, JSONL keys) and collects the ids of its complete rows. A
+// file with no complete line is accepted only when what it holds starts like the first
+// line a sweep writes (a sweep killed while writing it). With retry_errors, the error
+// rows are not done. Throws InputError naming the file (and line): a file that is not
+// this spec's output is never touched.
+Existing scan_existing(const std::filesystem::path& output, Format format, const std::vector<std::string>& columns,
+                       bool retry_errors);
+
+// Makes an output that scan_existing accepted ready to append to: removes the error rows
+// (rewriting the file atomically; returns true) or cuts off a partial last line.
+bool repair_existing(const std::filesystem::path& output, const Existing& existing);
+
+// scan_existing, then repair_existing.
 Existing read_existing(const std::filesystem::path& output, Format format, const std::vector<std::string>& columns,
                        bool retry_errors);
 

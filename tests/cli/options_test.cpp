@@ -1,0 +1,174 @@
+// The values of command-line options: integers in range, times a double can resolve,
+// no nan, inf or -0 printed, messages that blame the option, `help COMMAND`, and the
+// calibration harness's command line.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "../common/cli_runner.h"
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::ContainsRegex;
+using ::testing::Not;
+using clirunner::Outcome;
+
+namespace {
+
+const std::string kToy =
+    "simulate --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json --schedule kfkb "
+    "--k 2 -b 1";
+const std::string kToyPlan = "plan --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json";
+const std::string kTrace = "traces/data/periodic-50pct-10s.json";
+
+class OptionValues : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / (std::string("adagrouper-options-") + info->name() + "-" +
+                                        std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Outcome run(const std::string& args) { return clirunner::run_adagrouper(args, dir_); }
+
+  // Exit 2 and one line on stderr that names `option`.
+  void expect_refused(const std::string& args, const std::string& option, const std::string& more = "") {
+    const Outcome r = run(args);
+    EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr(option)) << args;
+    if (!more.empty()) {
+      EXPECT_THAT(r.err, HasSubstr(more)) << args;
+    }
+  }
+
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(OptionValues, IntegersAreRangeChecked) {
+  // Text outside int is refused by the parser, naming the option.
+  expect_refused(kToyPlan + " --global-batch-size 4294967304", "--global-batch-size");
+  expect_refused(kToy + " --iterations 99999999999", "--iterations");
+  expect_refused(kToy + " -b 4294967297", "micro-batch-size");
+  // Ints the models cannot hold are refused before any work.
+  expect_refused(kToyPlan + " --global-batch-size 2147483647", "--global-batch-size: must be in 1..16777216");
+  expect_refused(kToyPlan + " --global-batch-size -8", "--global-batch-size");
+  expect_refused(kToyPlan + " --eval-iterations 2000000000", "--eval-iterations: must be in 1..1000000");
+  expect_refused(kToy + " --iterations 2147483647", "--iterations: must be in 1..1000000");
+  expect_refused(kToy + " --iterations 0", "--iterations");
+  expect_refused("schedule kfkb --k 0 --stages 4 --micro-batches 8", "--k");
+  expect_refused("schedule kfkb --k 2 --stages 100000 --micro-batches 8", "--stages: must be in 1..4096");
+  expect_refused("schedule kfkb --k 2 --stages 4 --micro-batches 2147483647", "--micro-batches");
+  expect_refused("schedule kfkb --k 2 --stages 4096 --micro-batches 16777216", "--micro-batches", "ops per iteration");
+  expect_refused("schedule 1f1b --stages 4 --micro-batches 8 --virtual-stages 0", "--virtual-stages");
+  expect_refused(
+      "adapt --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json "
+      "--global-batch-size 2147483647",
+      "--global-batch-size");
+  expect_refused("partition --model configs/models/gpt2-xl.json --stages 0 -b 1", "--stages");
+  expect_refused("partition --model configs/models/gpt2-xl.json --stages 4 -b 2147483647", "--micro-batch-size");
+  expect_refused("model --arch gpt --layers 2147483647 --hidden 1024 --heads 16 --seq-len 128 --vocab 1000",
+                 "--layers: must be in 1..100000");
+  expect_refused("model --preset gpt2-xl --micro-batch-sizes 1,2147483647", "--micro-batch-sizes");
+  expect_refused("sweep configs/sweeps/toy-schedules.json --output x.csv --jobs -1", "--jobs");
+}
+
+TEST_F(OptionValues, TimesMustBeResolvable) {
+  for (const char* t : {"1e17", "1e16", "9e9", "nan", "inf", "-1"}) {
+    expect_refused(kToy + " --start-time " + t, "--start-time", "8588934592");
+    expect_refused(kToyPlan + " --eval-start " + t, "--eval-start");
+  }
+  expect_refused("partition --model configs/models/gpt2-xl.json --stages 4 -b 1 --eval-start 1e17", "--eval-start");
+  // Just under the limit the answer is still exact: 49 s, as at time 0.
+  const Outcome late = run(kToy + " --start-time 8e9 --json");
+  ASSERT_EQ(late.rc, 0) << late.err;
+  EXPECT_THAT(late.out, HasSubstr("\"mean_iteration_time_s\": 49.0"));
+}
+
+TEST_F(OptionValues, TraceWindowsBlameTheirOption) {
+  expect_refused("trace stats " + kTrace + " --start-s nan", "--start-s");
+  expect_refused("trace stats " + kTrace + " --end-s 1e300", "--end-s");
+  expect_refused("trace stats " + kTrace + " --start-s 5 --end-s 5", "--end-s", "after the window's start");
+  expect_refused("trace slice " + kTrace + " --start-s inf --end-s 5", "--start-s");
+  expect_refused("trace slice " + kTrace + " --start-s 0 --end-s 1e9", "--end-s");
+  expect_refused("trace synth periodic --high 1 --low 0.5 --period-s 1 --low-fraction 0.5 --until-s 1e9",
+                 "--until-s");
+  expect_refused("trace synth periodic --high 1 --low 0.5 --period-s 1 --low-fraction 0.5 --until-s -0",
+                 "--until-s");
+  expect_refused("trace stats " + kTrace + " --threshold-fraction nan", "--threshold-fraction");
+}
+
+TEST_F(OptionValues, NoNanInfOrMinusZeroPrinted) {
+  expect_refused("compare --predicted a.json --measured b.json --fail-above nan", "--fail-above");
+  expect_refused("compare --predicted a.json --measured b.json --fail-above -1", "--fail-above");
+  const Outcome zero = run(kToy + " --start-time -0 --json");
+  ASSERT_EQ(zero.rc, 0) << zero.err;
+  EXPECT_THAT(zero.out, HasSubstr("\"start_time_s\": 0.0"));
+  EXPECT_THAT(zero.out, Not(HasSubstr("-0")));
+  const Outcome stats = run("trace stats " + kTrace + " --threshold -0 --start-s -0");
+  ASSERT_EQ(stats.rc, 0) << stats.err;
+  EXPECT_THAT(stats.out, Not(HasSubstr("-0")));
+  const Outcome synth = run("trace synth periodic --high 2 --low -0 --period-s 10 --low-fraction 0.5");
+  ASSERT_EQ(synth.rc, 0) << synth.err;
+  EXPECT_THAT(synth.out, Not(HasSubstr("-0")));
+  for (const Outcome& r : {zero, stats, synth}) EXPECT_THAT(r.out, Not(ContainsRegex("(^|[^a-z_])(nan|inf)([^a-z_]|$)")));
+}
+
+TEST_F(OptionValues, HelpCommandIsCommandDashDashHelp) {
+  for (const char* cmd : {"simulate", "schedule", "trace", "trace synth", "trace import", "trace stats",
+                          "trace slice", "plan", "model", "partition", "sweep", "compare", "adapt"}) {
+    const Outcome help = run(std::string("help ") + cmd);
+    const Outcome dash = run(std::string(cmd) + " --help");
+    EXPECT_EQ(help.rc, 0) << cmd;
+    EXPECT_EQ(dash.rc, 0) << cmd;
+    EXPECT_EQ(help.out, dash.out) << cmd;
+    EXPECT_FALSE(help.out.empty()) << cmd;
+  }
+  EXPECT_EQ(run("help frobnicate").rc, 2);
+  EXPECT_EQ(run("help").rc, 0);
+}
+
+#ifdef CALIB_BIN
+namespace {
+
+Outcome run_calib(const std::string& args, const fs::path& dir) {
+  const fs::path err = dir / "stderr.txt";
+  const std::string cmd = std::string("cd '") + SOURCE_ROOT + "' && '" + CALIB_BIN + "' " + args + " 2>'" +
+                          err.string() + "'";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, clirunner::slurp(err)};
+}
+
+}  // namespace
+
+TEST_F(OptionValues, CalibrationHarnessCommandLine) {
+  const Outcome version = run_calib("--version", dir_);
+  EXPECT_EQ(version.rc, 0) << version.err;
+  EXPECT_THAT(version.out, HasSubstr("adagrouper-calib 0.1.0"));
+  const Outcome mode = run_calib("frobnicate", dir_);
+  EXPECT_EQ(mode.rc, 2);
+  EXPECT_THAT(mode.err, HasSubstr("replay"));
+  EXPECT_EQ(std::count(mode.err.begin(), mode.err.end(), '\n'), 1) << mode.err;
+  // A failure in the middle of the work: one line, no MPI_ABORT banner.
+  const Outcome unwritable =
+      run_calib("bandwidth --backend cpu -b 1K -e 1K --iters 1 --output-dir /proc/adagrouper-nowhere", dir_);
+  EXPECT_NE(unwritable.rc, 0);
+  EXPECT_THAT(unwritable.err, Not(HasSubstr("MPI_ABORT")));
+  EXPECT_EQ(std::count(unwritable.err.begin(), unwritable.err.end(), '\n'), 1) << unwritable.err;
+}
+#endif
