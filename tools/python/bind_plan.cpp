@@ -1,0 +1,98 @@
+// adagrouper.plan(): the Ada-Grouper planner (planner::make_plan) and its plan JSON, as
+// `adagrouper plan --json` writes it for a pipeline file.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "planner.h"
+#include "traces.h"
+
+namespace adagrouper::python {
+
+namespace {
+
+// The inputs record of the plan: a path as given with its file's sha256; an object read
+// from a file, that file; a dict, its source name and the sha256 of its compact JSON.
+planner::InputFile input_record(const std::string& role, py::handle arg, const std::string& source) {
+  if (is_path(arg)) {
+    const std::string path = as_path(arg).string();
+    return {role, path, file_sha256(path)};
+  }
+  if (py::isinstance<py::dict>(arg)) {
+    const std::string text = to_json(arg, role).dump();
+    const py::bytes data(text);
+    const std::string sha = py::module_::import("hashlib").attr("sha256")(data).attr("hexdigest")().cast<std::string>();
+    return {role, source, sha};
+  }
+  return {role, source, file_sha256(source)};
+}
+
+planner::PlanOptions plan_options(const sim::Pipeline& pipeline, std::optional<double> memory_limit,
+                                  std::optional<int> global_batch_size, int eval_iterations, double eval_start) {
+  planner::PlanOptions options;
+  options.global_batch_size = global_batch_size.value_or(pipeline.global_batch_size);
+  if (memory_limit) {
+    if (!(*memory_limit > 0) || !std::isfinite(*memory_limit))
+      throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}", *memory_limit));
+    options.memory_limit_bytes = *memory_limit;
+  } else {
+    options.memory_limit_bytes = pipeline.memory_limit_bytes.value_or(0.0);
+  }
+  options.eval_iterations = eval_iterations;
+  options.eval_start_s = eval_start;
+  if (!(options.eval_start_s >= 0) || !std::isfinite(options.eval_start_s))
+    throw InputError(fmt::format("--eval-start: must be a finite time >= 0, got {}", options.eval_start_s));
+  return options;
+}
+
+constexpr const char* kPlanDoc = R"(The Ada-Grouper planner, as `adagrouper plan --json` runs it on a
+pipeline file: every (k, b) on the memory-limit curve and the baselines 1f1b, dapple-b
+and gpipe, each simulated on the network; returns the plan JSON (docs/formats.md,
+"Plan JSON") as a dict: "chosen", every candidate with its status and reason, and the
+per-device programs.
+
+pipeline: a Pipeline, a dict or a path; network: a Network, a dict or a path.
+memory_limit: bytes per stage (default: the pipeline's memory_limit_bytes);
+global_batch_size: B (default: the pipeline's); eval_iterations, eval_start: the
+iterations simulated per candidate and where in the traces they start. text=True
+returns (plan, table), the table the command line prints.
+
+Raises InputError when nothing fits the memory limit, naming the smallest need.)";
+
+}  // namespace
+
+void bind_plan(py::module_& m) {
+  m.def(
+      "plan",
+      [](py::object pipeline, py::object network, std::optional<double> memory_limit,
+         std::optional<int> global_batch_size, int eval_iterations, double eval_start, bool text) -> py::object {
+        const auto p = pipeline_arg(pipeline);
+        const auto n = network_arg(network);
+        const std::vector<planner::InputFile> inputs{input_record("pipeline", pipeline, p->source),
+                                                     input_record("network", network, n->source)};
+        const planner::PlanOptions options =
+            plan_options(*p, memory_limit, global_batch_size, eval_iterations, eval_start);
+        nlohmann::ordered_json doc;
+        std::string table;
+        {
+          py::gil_scoped_release release;
+          const sim::Network bound = n->bind(p->num_stages());
+          const planner::PlanResult result = planner::make_plan(*p, bound, options);
+          doc = planner::plan_json(result, inputs);
+          if (text) table = planner::plan_text(result);
+        }
+        if (!text) return to_python(doc);
+        return py::make_tuple(to_python(doc), table);
+      },
+      kPlanDoc, py::arg("pipeline"), py::arg("network"), py::kw_only(), py::arg("memory_limit") = py::none(),
+      py::arg("global_batch_size") = py::none(), py::arg("eval_iterations") = 1, py::arg("eval_start") = 0.0,
+      py::arg("text") = false);
+}
+
+}  // namespace adagrouper::python
