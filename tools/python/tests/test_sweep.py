@@ -47,9 +47,9 @@ class SweepEqualsSingleRuns(unittest.TestCase):
         self.assertEqual(ag.sweep(self.configs[:20], pipeline=self.pipeline, iterations=2, start_time=3.7, jobs=1),
                          self.results[:20])
 
-    def test_the_cli_for_a_few(self):
+    def test_equals_a_hundred_cli_runs(self):
         with tempfile.TemporaryDirectory() as tmp:
-            for i in (0, 37, 99):
+            for i in range(len(self.configs)):
                 c = self.configs[i]
                 net = os.path.join(tmp, f"net-{i}.json")
                 with open(net, "w", encoding="utf-8") as f:
