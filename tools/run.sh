@@ -7,7 +7,7 @@
 #   tools/run.sh test       every test; ends with "N passed, N failed"
 #   tools/run.sh test-sanitize   the test suite built with ASan+UBSan in build-sanitize/
 #   tools/run.sh bench      the benchmarks of docs/performance.md
-#   tools/run.sh fuzz [SECONDS]    the trace parsers' fuzz targets (clang, libFuzzer)
+#   tools/run.sh fuzz [SECONDS]    the loaders' fuzz targets (clang >= 16, libFuzzer) on their corpora
 #   tools/run.sh build      configure and build only
 set -euo pipefail
 
@@ -16,7 +16,7 @@ cd "$root"
 
 packages=(meson ninja-build g++ pkg-config libboost-graph-dev libboost-program-options-dev
           nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
-          openmpi-bin libopenmpi-dev python3-matplotlib iproute2)
+          openmpi-bin libopenmpi-dev python3-matplotlib iproute2 pybind11-dev python3-dev help2man)
 
 install_missing() {
   local missing=()
@@ -46,7 +46,36 @@ build() {
   ninja -C "$dir" >&2
 }
 
-# Runs every GoogleTest binary under DIR/tests and prints "N passed, N failed".
+# Runs the Python module's unittest suite (DIR/tools/python/run-python-tests, written by
+# Meson when the module is built) and adds its counts to the named totals: unittest's
+# "Ran N tests" less its failures, errors and skips passed, failures and errors failed.
+# A run that ends badly without saying why counts as one failure.
+run_python_tests() {
+  local script=$1/tools/python/run-python-tests out rc ran bad=0 skipped n
+  local -n pass_total=$2 fail_total=$3
+  [ -x "$script" ] || { echo "== python: not built (feature python; pybind11-dev, python3-dev)" >&2; return 0; }
+  echo "== python (unittest)" >&2
+  set +e
+  out=$("$script" 2>&1)
+  rc=$?
+  set -e
+  printf '%s\n' "$out" >&2
+  ran=$(printf '%s\n' "$out" | sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' | tail -1)
+  # The last line: "OK", "OK (skipped=1)" or "FAILED (failures=1, errors=2, skipped=1)".
+  for n in $(printf '%s\n' "$out" | sed -n 's/^\(OK\|FAILED\) (\(.*\))$/\2/p' | tail -1 |
+             sed -n 's/\(failures\|errors\)=\([0-9]*\)/\n\2\n/gp' | grep -E '^[0-9]+$'); do
+    bad=$((bad + n))
+  done
+  skipped=$(printf '%s\n' "$out" | sed -n 's/^\(OK\|FAILED\) (.*skipped=\([0-9]*\).*/\2/p' | tail -1)
+  ran=${ran:-0} skipped=${skipped:-0}
+  if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
+  n=$((ran - bad - skipped))
+  pass_total=$((pass_total + (n > 0 ? n : 0)))
+  fail_total=$((fail_total + bad))
+}
+
+# Runs every GoogleTest binary under DIR/tests, then the Python tests, and prints
+# "N passed, N failed".
 run_tests() {
   local dir=$1 passed=0 failed=0 bin out rc n p s f
   local bins=()
@@ -74,6 +103,7 @@ run_tests() {
     passed=$((passed + p))
     failed=$((failed + f))
   done
+  run_python_tests "$dir" passed failed
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
@@ -109,8 +139,9 @@ case "$cmd" in
     run_tests build
     ;;
   test-sanitize)
+    # No Python module: an ASan-built extension cannot be loaded into an uninstrumented python3.
     build build-sanitize -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
-      -Dbenchmarks=false -Dcuda=disabled -Dnccl=disabled -Dmpi=disabled
+      -Dbenchmarks=false -Dcuda=disabled -Dnccl=disabled -Dmpi=disabled -Dpython=disabled
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run_tests build-sanitize
     ;;
   bench)
@@ -131,11 +162,12 @@ case "$cmd" in
     tools/bench/sweep_bench.sh build
     ;;
   fuzz)
-    # The trace parsers' libFuzzer targets (clang), each run for ${1:-30} seconds.
+    # The loaders' libFuzzer targets (tests/fuzz/), each run on its corpus for ${1:-30}
+    # seconds; `fuzz findings` replays the saved findings instead.
     packages=(meson ninja-build pkg-config libboost-graph-dev libboost-program-options-dev nlohmann-json3-dev
-              libfmt-dev clang libclang-rt-14-dev)
+              libfmt-dev libssl-dev libopenmpi-dev openmpi-bin clang-16 libclang-rt-16-dev)
     install_missing
-    exec traces/fuzz/run.sh "${1:-30}"
+    exec tests/fuzz/run.sh "${1:-30}"
     ;;
   help | -h | --help)
     sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
