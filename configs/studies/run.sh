@@ -1,7 +1,7 @@
 #!/bin/bash
 # Regenerates the figures of the shipped studies (docs/studies.md) with one command.
 #
-#   configs/studies/run.sh fig2|severity|adaptive|all
+#   configs/studies/run.sh fig2|severity|adaptive|timeline|all
 #
 #   fig2      (a) Ada-Grouper's Fig. 2 setting, kFkB for k = 1..8, with and without
 #                 preemption                      sweep fig2.json       (44 runs, < 1 s)
@@ -11,8 +11,14 @@
 #                 iterations on bursty-minutes-25g.json (minutes-long preemption) and on
 #                 bursty-seconds-4stage-25g.json (seconds-long bursts)
 #                                                 two adapt runs        (~10-20 s each)
-#   all       the three
+#   timeline  Gantt charts of one iteration of study (b)'s GPT 8-stage pipeline, 1F1B
+#                 and kFkB, on a link preempted every second    two simulations (< 1 s)
+#   all       the four
 #
+# Speedup, in every figure as in the planner's "vs 1F1B": throughput over 1F1B's at
+# 1F1B's largest feasible b, the b the planner's 1F1B baseline runs at (asked of
+# `adagrouper plan`; a sweep that runs 1F1B at another b gets a second sweep of 1F1B
+# at that b, whose rows the figures read with the first's).
 # Data (CSV, JSON) goes to $STUDIES_OUT (default build/studies/), figures (PNG + SVG)
 # to $FIGURES (default docs/figures/). Every run starts from scratch (its old output
 # is removed first: a sweep would otherwise resume and keep old rows).
@@ -21,6 +27,7 @@
 # matplotlib). Exit status: 0 done, 2 bad usage, else the failing step's.
 set -euo pipefail
 
+csvs=()
 root=$(cd "$(dirname "$0")/../.." && pwd)
 studies="$root/configs/studies"
 ADAGROUPER=${ADAGROUPER:-$root/build/adagrouper}
@@ -28,7 +35,7 @@ PLOT=${PLOT:-$root/tools/scripts/plot.py}
 OUT=${STUDIES_OUT:-$root/build/studies}
 FIGS=${FIGURES:-$root/docs/figures}
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
 need() {  # need COMMAND: the adagrouper binary must have it
     if ! "$ADAGROUPER" "$1" --help >/dev/null 2>&1; then
@@ -41,28 +48,69 @@ sweep() {  # sweep SPEC OUTPUT
     need sweep
     rm -f "$2"
     echo "== adagrouper sweep $1 -> $2" >&2
-    "$ADAGROUPER" sweep "$1" --output "$2" --quiet
+    "$ADAGROUPER" sweep "$1" --output "$2" --quiet >&2
+}
+
+# baseline_sweep SPEC NAME: runs SPEC's sweep to $OUT/NAME.csv and, when the planner's
+# 1F1B baseline runs at a b that SPEC does not, 1F1B at that b over SPEC's grid to
+# $OUT/NAME-1f1b.csv; sets csvs to the files whose rows the figures read together.
+baseline_sweep() {
+    local spec=$1 csv="$OUT/$2.csv" extra="$OUT/$2-1f1b.json" b
+    rm -f "$extra" "${extra%.json}.csv"
+    sweep "$spec" "$csv"
+    need plan
+    b=$(/usr/bin/python3 - "$ADAGROUPER" "$spec" "$extra" <<'PY'
+import json, os, subprocess, sys
+exe, spec_path, out = sys.argv[1:]
+with open(spec_path) as f:
+    spec = json.load(f)
+d = dict(spec["defaults"])
+here = os.path.dirname(os.path.abspath(spec_path))
+for key in ("pipeline", "network"):
+    if isinstance(d.get(key), str):
+        d[key] = os.path.join(here, d[key])
+with open(d["pipeline"]) as f:
+    limited = "memory_limit_bytes" in json.load(f)
+cmd = [exe, "plan", "--pipeline", d["pipeline"], "--network", d["network"], "--json"]
+plan = json.loads(subprocess.run(cmd + ([] if limited else ["--memory-limit", "1e18"]),
+                                 check=True, capture_output=True, text=True).stdout)
+b = [c["micro_batch_size"] for c in plan["candidates"] if c.get("baseline") and c["schedule"] == "1f1b"]
+if b and b[0] != d.get("micro_batch_size"):
+    d.update(schedule="1f1b", micro_batch_size=b[0])
+    grid = {k: v for k, v in spec.get("grid", {}).items() if k not in ("schedule", "k", "micro_batch_size")}
+    with open(out, "w") as f:
+        json.dump({"description": f"1F1B at b = {b[0]}, the b of the planner's 1F1B baseline, over the grid "
+                                  f"of {os.path.basename(spec_path)}", "defaults": d, "grid": grid}, f, indent=1)
+    print(b[0])
+PY
+)
+    csvs=("$csv")
+    if [ -n "$b" ]; then
+        echo "== the planner's 1F1B baseline runs at b = $b" >&2
+        sweep "$extra" "${extra%.json}.csv"
+        csvs+=("${extra%.json}.csv")
+    fi
 }
 
 fig2() {
-    local csv="$OUT/fig2.csv"
-    sweep "$studies/fig2.json" "$csv"
-    "$PLOT" severity "$csv" --x k --facet trace.severity -o "$FIGS/fig2-k" \
-        --xlabel "group size k (kFkB; dashed: the other schedules)" --ylabel "mean iteration time (s)" \
+    baseline_sweep "$studies/fig2.json" fig2
+    "$PLOT" severity "${csvs[@]}" --x k --facet trace.severity -o "$FIGS/fig2-k" \
+        --xlabel "group size k of kFkB (dashed: the schedules without k)" \
         --title "(a) Fig. 2 setting: S = 4, M = 8, F = 1 s, B = 2 s, transfer 0.5 s; link preempted 6 s of every 12 s"
-    "$PLOT" heatmap "$csv" -o "$FIGS/fig2-heatmap" --xlabel "group size k" \
-        --ylabel "severity (share of the link taken)" --width 7 \
-        --title "(a) Fig. 2 setting: kFkB speedup over 1F1B"
+    "$PLOT" heatmap "${csvs[@]}" -o "$FIGS/fig2-heatmap" --width 7 \
+        --ylabel "preemption severity (share of the link taken)" \
+        --title "(a) Fig. 2 setting: kFkB's speedup over 1F1B"
 }
 
 severity() {
-    local csv="$OUT/severity.csv"
-    sweep "$studies/severity.json" "$csv"
-    "$PLOT" severity "$csv" -o "$FIGS/severity-lines" --xlabel "severity (share of the link taken 40% of each period)" \
-        --ylabel "mean iteration time (s)" \
-        --title "(b) GPT-3 2.7B, 8 stages, b = 1, M = 64, 25 GbE preempted periodically"
-    "$PLOT" heatmap "$csv" -o "$FIGS/severity-heatmap" --xlabel "group size k" --ylabel "severity" \
-        --title "(b) GPT 8-stage: kFkB speedup over 1F1B, one panel per period"
+    baseline_sweep "$studies/severity.json" severity
+    "$PLOT" severity "${csvs[@]}" -o "$FIGS/severity-lines" --relative-to 1f1b --x-categorical \
+        --exclude k=8 --exclude k=16 --sharey \
+        --xlabel "preemption severity: share of the link taken 40% of each period (evenly spaced)" \
+        --title "(b) GPT-3 2.7B, 8 stages, M = 64 at b = 1, 25 GbE preempted periodically (kFkB k = 8, 16: heatmap)"
+    "$PLOT" heatmap "${csvs[@]}" -o "$FIGS/severity-heatmap" \
+        --ylabel "preemption severity (share of the link taken)" \
+        --title "(b) GPT 8-stage at b = 1: kFkB's speedup over 1F1B, one panel per period"
 }
 
 adapt_run() {  # adapt_run NAME NETWORK TITLE
@@ -76,6 +124,28 @@ adapt_run() {  # adapt_run NAME NETWORK TITLE
     "$PLOT" adapt "$rows" -o "$FIGS/$1" --title "$3"
 }
 
+# timeline_run NAME SCHEDULE-ARGS...: one iteration of study (b)'s pipeline on its link
+# preempted every second at severity 0.95, as a timeline and its Gantt chart.
+timeline_run() {
+    local name=$1; shift
+    local net="$OUT/timeline-net.json" t="$OUT/$name.trace.json"
+    cat >"$net" <<'JSON'
+{"description": "Study (b)'s link: 25 GbE (2.8e9 B/s, 30 us) that another job takes 95% of for 40% of every 1 s period",
+ "latency_s": 30e-6,
+ "default": {"pattern": "periodic", "high": 2.8e9, "low": 1.4e8, "period_s": 1, "low_fraction": 0.4}}
+JSON
+    echo "== adagrouper simulate $* -> $t" >&2
+    "$ADAGROUPER" simulate --pipeline "$root/configs/pipelines/gpt-8stage-v100.json" --network "$net" \
+        "$@" --start-time 3.7 --timeline "$t" >"$OUT/$name.txt"
+    "$PLOT" gantt "$t" -o "$FIGS/$name" \
+        --title "GPT 8-stage, $(head -1 "$OUT/$name.txt" | sed 's/^[^:]*: //'); link at 5% for 0.4 s of every 1 s"
+}
+
+timeline() {
+    timeline_run timeline-1f1b --schedule 1f1b -b 1
+    timeline_run timeline-kfkb3 --schedule kfkb --k 3 -b 1
+}
+
 adaptive() {
     adapt_run adaptive-minutes "$root/configs/networks/bursty-minutes-25g.json" \
         "(c) U-Net 4-stage, 1000 iterations on bursty-minutes-25g (preempted for minutes), re-plan every 10"
@@ -85,10 +155,10 @@ adaptive() {
 
 if [ $# -ne 1 ]; then usage >&2; exit 2; fi
 case "$1" in
-    fig2|severity|adaptive) what=("$1") ;;
-    all) what=(fig2 severity adaptive) ;;
+    fig2|severity|adaptive|timeline) what=("$1") ;;
+    all) what=(fig2 severity adaptive timeline) ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "run.sh: unknown study '$1' (fig2, severity, adaptive or all)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown study '$1' (fig2, severity, adaptive, timeline or all)" >&2; exit 2 ;;
 esac
 mkdir -p "$OUT" "$FIGS"
 for w in "${what[@]}"; do "$w"; done
