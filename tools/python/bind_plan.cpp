@@ -44,11 +44,31 @@ planner::PlanOptions plan_options(const sim::Pipeline& pipeline, std::optional<d
   } else {
     options.memory_limit_bytes = pipeline.memory_limit_bytes.value_or(0.0);
   }
+  if (eval_iterations < 1 || eval_iterations > sim::kMaxIterations)
+    throw InputError(fmt::format("--eval-iterations: must be in 1..{}, got {}", sim::kMaxIterations, eval_iterations));
   options.eval_iterations = eval_iterations;
   options.eval_start_s = eval_start;
   if (!(options.eval_start_s >= 0) || !std::isfinite(options.eval_start_s))
     throw InputError(fmt::format("--eval-start: must be a finite time >= 0, got {}", options.eval_start_s));
   return options;
+}
+
+// devices, families, virtual_stages as `plan --devices D --families LIST --virtual-stages
+// LIST`: with devices, every family unless families names some.
+void family_options(const sim::Pipeline& pipeline, std::optional<int> devices, std::optional<std::string> families,
+                    std::optional<std::string> virtual_stages, planner::PlanOptions& options) {
+  if (devices) {
+    if (*devices < 1 || pipeline.num_stages() % *devices != 0)
+      throw InputError(fmt::format("--devices: {} has {} model stages, which is not a multiple of {} devices",
+                                   pipeline.source, pipeline.num_stages(), *devices));
+    options.devices = *devices;
+  }
+  if (families) {
+    options.families = planner::parse_families(*families);
+  } else if (devices) {
+    options.families = planner::extra_families();
+  }
+  if (virtual_stages) options.virtual_stages = planner::parse_virtual_stages(*virtual_stages);
 }
 
 constexpr const char* kPlanDoc = R"(The Ada-Grouper planner, as `adagrouper plan --json` runs it on a
@@ -60,8 +80,12 @@ per-device programs.
 pipeline: a Pipeline, a dict or a path; network: a Network, a dict or a path.
 memory_limit: bytes per stage (default: the pipeline's memory_limit_bytes);
 global_batch_size: B (default: the pipeline's); eval_iterations, eval_start: the
-iterations simulated per candidate and where in the traces they start. text=True
-returns (plan, table), the table the command line prints.
+iterations simulated per candidate and where in the traces they start.
+devices: D devices for the pipeline's J model stages (J a multiple of D), with every
+schedule family considered; families: a comma-separated list of them ("all",
+"kfkb-dynamic", "interleaved-1f1b", "zbv", ...); virtual_stages: the v to consider, as
+"1,2" (docs/model.md section 11). text=True returns (plan, table), the table the
+command line prints.
 
 Raises InputError when nothing fits the memory limit, naming the smallest need.)";
 
@@ -71,18 +95,19 @@ void bind_plan(py::module_& m) {
   m.def(
       "plan",
       [](py::object pipeline, py::object network, std::optional<double> memory_limit,
-         std::optional<int> global_batch_size, int eval_iterations, double eval_start, bool text) -> py::object {
+         std::optional<int> global_batch_size, int eval_iterations, double eval_start, std::optional<int> devices,
+         std::optional<std::string> families, std::optional<std::string> virtual_stages, bool text) -> py::object {
         const auto p = pipeline_arg(pipeline);
         const auto n = network_arg(network);
         const std::vector<planner::InputFile> inputs{input_record("pipeline", pipeline, p->source),
                                                      input_record("network", network, n->source)};
-        const planner::PlanOptions options =
-            plan_options(*p, memory_limit, global_batch_size, eval_iterations, eval_start);
+        planner::PlanOptions options = plan_options(*p, memory_limit, global_batch_size, eval_iterations, eval_start);
+        family_options(*p, devices, families, virtual_stages, options);
         nlohmann::ordered_json doc;
         std::string table;
         {
           py::gil_scoped_release release;
-          const sim::Network bound = n->bind(p->num_stages());
+          const sim::Network bound = n->bind(devices.value_or(p->num_stages()));
           const planner::PlanResult result = planner::make_plan(*p, bound, options);
           doc = planner::plan_json(result, inputs);
           if (text) table = planner::plan_text(result);
@@ -92,6 +117,7 @@ void bind_plan(py::module_& m) {
       },
       kPlanDoc, py::arg("pipeline"), py::arg("network"), py::kw_only(), py::arg("memory_limit") = py::none(),
       py::arg("global_batch_size") = py::none(), py::arg("eval_iterations") = 1, py::arg("eval_start") = 0.0,
+      py::arg("devices") = py::none(), py::arg("families") = py::none(), py::arg("virtual_stages") = py::none(),
       py::arg("text") = false);
 }
 

@@ -26,6 +26,23 @@ class Plan(unittest.TestCase):
         self.assertEqual(table, out)
         self.assertEqual(plan["memory_limit_bytes"], 4e9)
 
+    def test_across_families_on_devices(self):
+        toy8 = os.path.join(ROOT, "configs", "examples", "toy-8.json")
+        plan = ag.plan(toy8, TOY_NET_2S, memory_limit=1e12, devices=4)
+        self.assertEqual(plan, cli_json("plan", "--pipeline", toy8, "--network", TOY_NET_2S, "--memory-limit", 1e12,
+                                        "--devices", 4, "--json"))
+        self.assertEqual(plan["stages"], 4)
+        self.assertIn("zbv", {c["schedule"] for c in plan["candidates"]})
+        only = ag.plan(toy8, TOY_NET_2S, memory_limit=1e12, devices=4, families="zbv", virtual_stages="2")
+        self.assertEqual(only, cli_json("plan", "--pipeline", toy8, "--network", TOY_NET_2S, "--memory-limit", 1e12,
+                                        "--devices", 4, "--families", "zbv", "--virtual-stages", "2", "--json"))
+        self.assertEqual({c["schedule"] for c in only["candidates"]}, {"kfkb", "1f1b", "dapple-b", "gpipe", "zbv"})
+        for kwargs, args in (({"devices": 3}, ["--devices", 3]), ({"families": "zbx"}, ["--families", "zbx"])):
+            with self.assertRaises(ag.InputError) as raised:
+                ag.plan(toy8, TOY_NET_2S, memory_limit=1e12, **kwargs)
+            self.assertEqual(str(raised.exception), cli_error("plan", "--pipeline", toy8, "--network", TOY_NET_2S,
+                                                              "--memory-limit", 1e12, *args))
+
     def test_nothing_fits(self):
         with self.assertRaises(ag.InputError) as raised:
             ag.plan(GPT, PREEMPTED, memory_limit=1e9)
