@@ -38,6 +38,9 @@ struct AdaptOptions {
   // ... and only if the predicted saving over the next `horizon` iterations (0: the rest
   // of the run) exceeds the pause.
   int horizon = 0;
+  // Schedule families considered beyond the memory-limit curve and the baselines
+  // (PlanOptions::families; parse_families).
+  std::vector<std::string> families;
   // Progress for long runs: phase ("static", "adaptive", "oracle"), work done and total
   // (iterations simulated). Called from the calling thread, often; may be empty.
   std::function<void(std::string_view phase, long done, long total)> progress;

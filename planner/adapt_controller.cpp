@@ -69,6 +69,7 @@ Controller::Controller(const sim::Pipeline& pipeline, const sim::Network& networ
   plan_options_.global_batch_size = options.global_batch_size;
   plan_options_.eval_iterations = 1;  // the estimated network is constant: one iteration says everything
   plan_options_.eval_start_s = 0;
+  plan_options_.families = options.families;
 }
 
 std::vector<Candidate> Controller::candidates() const {

@@ -14,12 +14,24 @@ namespace adagrouper::planner {
 using adapt_parts::percent;
 using oj = nlohmann::ordered_json;
 
+namespace {
+
+// The schedule column of a row: the family, with the settings of a variant that are not
+// its defaults ("kfkb split-backward w-fill=dynamic"); k has its own column.
+std::string schedule_column(const sim::ScheduleSpec& spec) {
+  sim::ScheduleSpec variant = spec;
+  variant.k.reset();
+  return variant.label();
+}
+
+}  // namespace
+
 std::string rows_csv_header() {
   return "policy,iteration,start_s,schedule,k,micro_batch_size,micro_batches,pause_s,iteration_time_s\n";
 }
 
 std::string row_csv(const std::string& policy, const IterationRow& row, const Candidate& plan) {
-  return fmt::format("{},{},{},{},{},{},{},{},{}\n", policy, row.iteration, row.start_s, plan.spec.family, plan.k,
+  return fmt::format("{},{},{},{},{},{},{},{},{}\n", policy, row.iteration, row.start_s, schedule_column(plan.spec), plan.k,
                      plan.micro_batch_size, plan.micro_batches, row.pause_s, row.time_s);
 }
 
@@ -27,7 +39,7 @@ std::string row_jsonl(const std::string& policy, const IterationRow& row, const 
   oj j = {{"policy", policy},
           {"iteration", row.iteration},
           {"start_s", row.start_s},
-          {"schedule", plan.spec.family},
+          {"schedule", schedule_column(plan.spec)},
           {"k", plan.k},
           {"micro_batch_size", plan.micro_batch_size},
           {"micro_batches", plan.micro_batches},
@@ -112,20 +124,25 @@ oj decision_json(const Decision& d) {
           {"channels", channels_json(d.channels)}};
 }
 
-// One line of the table: the policy's plan (or how many it used), totals and switches.
-std::string policy_line(const AdaptResult& r, const PolicyRun& p) {
-  if (!p.available)
-    return fmt::format("  {:<13} {:<22} {:>13} {:>11} {:>8} {:>9} {:>9}\n", p.name, "does not fit", "-", "-", "-", "-",
-                       "-");
+// The plan column of the table: the policy's plan, or how many it used.
+std::string plan_cell(const AdaptResult& r, const PolicyRun& p) {
+  if (!p.available) return "does not fit";
   std::vector<int> distinct;
   for (const auto& s : plan_segments(p))
     if (std::find(distinct.begin(), distinct.end(), s.second) == distinct.end()) distinct.push_back(s.second);
-  const std::string plan =
-      distinct.size() == 1 ? r.candidates[distinct[0]].label() : fmt::format("{} plans", distinct.size());
+  return distinct.size() == 1 ? r.candidates[distinct[0]].label() : fmt::format("{} plans", distinct.size());
+}
+
+// One line of the table: the policy's plan in a column `width` wide, totals and switches.
+std::string policy_line(const AdaptResult& r, const PolicyRun& p, std::size_t width) {
+  const std::string plan = plan_cell(r, p);
+  if (!p.available)
+    return fmt::format("  {:<13} {:<{}} {:>13} {:>11} {:>8} {:>9} {:>9}\n", p.name, plan, width, "-", "-", "-", "-",
+                       "-");
   const auto sp = r.speedup_over_1f1b(p);
-  return fmt::format("  {:<13} {:<22} {:>13.6g} {:>11.6g} {:>8} {:>9} {:>9.4g}\n", p.name, plan, p.total_time_s,
-                     p.mean_iteration_time_s(), sp ? fmt::format("{:.3f}x", *sp) : std::string("-"), p.switches,
-                     p.pause_s);
+  return fmt::format("  {:<13} {:<{}} {:>13.6g} {:>11.6g} {:>8} {:>9} {:>9.4g}\n", p.name, plan, width,
+                     p.total_time_s, p.mean_iteration_time_s(), sp ? fmt::format("{:.3f}x", *sp) : std::string("-"),
+                     p.switches, p.pause_s);
 }
 
 // "kfkb k=2 b=2 for 150 iterations, 1f1b b=4 for 50 iterations": the adaptive policy's mix.
@@ -172,9 +189,11 @@ std::string adapt_text(const AdaptResult& r) {
       "channel, threshold {}, switch pause {} s; {} candidate plans fit {:.2f} GiB per stage\n",
       r.pipeline, r.num_stages, o.global_batch_size, o.iterations, o.replan_every, o.window, percent(o.threshold),
       o.switch_pause_s, r.candidates.size(), o.memory_limit_bytes / (1024.0 * 1024.0 * 1024.0));
-  out += fmt::format("  {:<13} {:<22} {:>13} {:>11} {:>8} {:>9} {:>9}\n", "policy", "plan", "total s", "mean s/it",
-                     "vs 1F1B", "switches", "pause s");
-  for (const PolicyRun& p : r.policies) out += policy_line(r, p);
+  std::size_t width = 22;
+  for (const PolicyRun& p : r.policies) width = std::max(width, plan_cell(r, p).size());
+  out += fmt::format("  {:<13} {:<{}} {:>13} {:>11} {:>8} {:>9} {:>9}\n", "policy", "plan", width, "total s",
+                     "mean s/it", "vs 1F1B", "switches", "pause s");
+  for (const PolicyRun& p : r.policies) out += policy_line(r, p, width);
   out += fmt::format("adaptive ran {}.\n", adaptive_mix(r));
   const double adaptive = r.policy("adaptive").total_time_s;
   const double first = r.policy("first-window").total_time_s, best = r.policy("best-static").total_time_s;

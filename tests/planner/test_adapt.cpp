@@ -205,6 +205,32 @@ TEST(Adapt, ConstantNetworkNeverSwitches) {
   }
 }
 
+// With --families the controller chooses among the schedule families too: a superset
+// of the candidates, so the best static plan in hindsight is never slower, the orderings
+// hold, and the rows name each variant apart from plain kFkB.
+TEST(Adapt, FamiliesWidenTheCandidates) {
+  const sim::Pipeline unet = sim::load_pipeline(kRoot / kUnet);
+  const sim::Network net = step_network(unet.num_stages(), 60.0, kHigh, kLow);
+  const planner::AdaptResult plain = planner::run_adapt(unet, net, options_for(unet, 40, 4, 48, 0.5));
+  planner::AdaptOptions o = options_for(unet, 40, 4, 48, 0.5);
+  o.families = planner::parse_families("kfkb-dynamic,interleaved-1f1b");
+  const planner::AdaptResult wide = planner::run_adapt(unet, net, o);
+  expect_orderings(wide);
+  std::set<std::string> labels;
+  for (const auto& c : wide.candidates) labels.insert(c.label());
+  for (const auto& c : plain.candidates) EXPECT_TRUE(labels.count(c.label())) << c.label();
+  EXPECT_GT(wide.candidates.size(), plain.candidates.size());
+  EXPECT_TRUE(std::any_of(wide.candidates.begin(), wide.candidates.end(),
+                          [](const planner::Candidate& c) { return c.spec.w_fill == sim::WFill::Dynamic; }));
+  EXPECT_LE(wide.policy("best-static").total_time_s, plain.policy("best-static").total_time_s * (1 + 1e-12));
+  for (std::size_t q = 0; q < wide.candidates.size(); ++q) {
+    const auto& c = wide.candidates[q];
+    if (!c.spec.split_backward) continue;
+    const std::string row = planner::row_csv("best-static", {.iteration = 0, .plan = static_cast<int>(q)}, c);
+    EXPECT_THAT(row, HasSubstr("," + c.spec.family + " split-backward w-fill=dynamic")) << row;
+  }
+}
+
 // Random preemption steps on a random pipeline with several micro-batch sizes: the
 // orderings hold whatever the trace, and the run is deterministic.
 TEST(Adapt, OrderingsHoldOnRandomTraces) {
@@ -368,7 +394,7 @@ TEST_F(AdaptCli, HelpAndBadInput) {
   const Outcome h = run("adapt --help");
   EXPECT_EQ(h.rc, 0);
   for (const char* s : {"--replan-every", "--window", "--threshold", "--switch-pause", "--horizon", "--rows",
-                        "docs/formats.md",
+                        "--families", "docs/formats.md",
                         "oracle", "first-window", "Example"})
     EXPECT_THAT(h.out, HasSubstr(s));
 
@@ -378,6 +404,7 @@ TEST_F(AdaptCli, HelpAndBadInput) {
            {" --replan-every 0", "--replan-every"},
            {" --threshold -1", "--threshold"},
            {" --rows-format xml", "--rows-format"},
+           {" --families zbx", "--families: unknown family 'zbx'"},
            {" --memory-limit 1e9", "memory_limit_bytes"}}) {
     const Outcome r = run(base + args);
     EXPECT_EQ(r.rc, 2) << args;

@@ -27,7 +27,7 @@ namespace {
 
 constexpr const char* kAdaptHelp = R"(Usage: adagrouper adapt --pipeline P --network N [--iterations N] [--replan-every R]
                         [--window W] [--threshold X] [--switch-pause S] [--horizon H]
-                        [--memory-limit BYTES] [--global-batch-size B]
+                        [--memory-limit BYTES] [--global-batch-size B] [--families LIST]
                         [--rows FILE [--rows-format csv|jsonl]] [--json] [--output FILE]
 
 Simulates Ada-Grouper's runtime re-planning on a long network trace. The controller
@@ -35,7 +35,8 @@ sees only what a real runtime sees: the transfer times of the iterations it ran,
 channel. Every R iterations it takes the moving average of the last W transfer samples
 of each channel (sum of bytes over sum of (duration - latency), the estimator of
 `plan --comm-profile`), re-evaluates the planner's candidates (every (k, b) on the
-memory-limit curve and the baselines that fit; M = B / b follows b) by simulating them
+memory-limit curve and the baselines that fit, and with --families LIST the schedule
+families of `plan --families` at the curve's sizes; M = B / b follows b) by simulating them
 on that estimated network, and switches to the planner's choice when the predicted gain
 exceeds the threshold and the predicted saving over the next H iterations (default: the
 rest of the run) exceeds the switch pause; the pause (re-planning, communicator set-up)
@@ -115,6 +116,8 @@ po::options_description adapt_options() {
        "per-stage memory limit (default: the pipeline's memory_limit_bytes); only plans that fit are candidates")
     ("global-batch-size", po::value<int>()->value_name("B"),
        "global batch size (default: the pipeline's global_batch_size)")
+    ("families", po::value<std::string>()->value_name("LIST"),
+       "also consider these schedule families, as `plan --families` (kfkb-dynamic, interleaved-1f1b, ...; all)")
     ("rows", po::value<std::string>()->value_name("FILE"), "write one row per iteration and policy (-: stdout)")
     ("rows-format", po::value<std::string>()->value_name("csv|jsonl"),
        "format of --rows (default: jsonl for a .jsonl or .json file, else csv)")
@@ -137,6 +140,7 @@ planner::AdaptOptions adapt_settings(const po::variables_map& vm, const sim::Pip
   options.threshold = vm["threshold"].as<double>() + 0.0;  // -0 is 0
   options.switch_pause_s = vm["switch-pause"].as<double>() + 0.0;
   options.horizon = vm["horizon"].as<int>();
+  if (vm.count("families")) options.families = planner::parse_families(vm["families"].as<std::string>());
   return options;
 }
 
