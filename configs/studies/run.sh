@@ -1,7 +1,7 @@
 #!/bin/bash
 # Regenerates the figures of the shipped studies (docs/studies.md) with one command.
 #
-#   configs/studies/run.sh fig2|severity|adaptive|timeline|all
+#   configs/studies/run.sh fig2|severity|adaptive|timeline|families|all
 #
 #   fig2      (a) Ada-Grouper's Fig. 2 setting, kFkB for k = 1..8, with and without
 #                 preemption                      sweep fig2.json       (44 runs, < 1 s)
@@ -13,7 +13,11 @@
 #                                                 two adapt runs        (~10-20 s each)
 #   timeline  Gantt charts of one iteration of study (b)'s GPT 8-stage pipeline, 1F1B
 #                 and kFkB, on a link preempted every second    two simulations (< 1 s)
-#   all       the four
+#   families  (d) GPT-3 2.7B cut into 16 model stages on 8 devices: the planner across
+#                 every schedule family (plan --devices 8) against preemption severity
+#                 and period (study (b)'s grid) under the V100's 32 GiB
+#                                                 28 plans               (~5 s)
+#   all       the five
 #
 # Speedup, in every figure as in the planner's "vs 1F1B": throughput over 1F1B's at
 # 1F1B's largest feasible b, the b the planner's 1F1B baseline runs at (asked of
@@ -146,6 +150,67 @@ timeline() {
     timeline_run timeline-kfkb3 --schedule kfkb --k 3 -b 1
 }
 
+# (d): the 16-model-stage GPT (partitioned from the layer model, as `plan --model` would),
+# then `plan --devices 8 --json` at every (severity, period) of study (b)'s grid; per
+# point and family the best feasible candidate into families.csv, and the figure.
+families() {
+    need partition
+    local dir="$OUT/families" pipe="$OUT/families/gpt-16stage.json" csv="$OUT/families.csv"
+    rm -rf "$dir" "$csv"
+    mkdir -p "$dir"
+    echo "== adagrouper partition gpt3-2.7b into 16 model stages -> $pipe" >&2
+    "$ADAGROUPER" partition --model "$root/configs/models/gpt3-2.7b.json" --stages 16 --micro-batch-size 1 \
+        --network "$root/configs/networks/eth-25g.json" --output "$pipe" >"$dir/partition.txt"
+    local sev per
+    for sev in 0 0.5 0.75 0.875 0.9 0.95 0.975; do
+        for per in 1 5 20 60; do
+            /usr/bin/python3 -c 'import json, sys
+sev, per = float(sys.argv[1]), float(sys.argv[2])
+json.dump({"description": f"25 GbE (2.8e9 B/s, 30 us); another job takes {sev:g} of it for 40% of every {per:g} s",
+           "latency_s": 30e-6,
+           "default": {"pattern": "periodic", "high": 2.8e9, "low": 2.8e9 * (1 - sev), "period_s": per,
+                       "low_fraction": 0.4}}, open(sys.argv[3], "w"), indent=1)' "$sev" "$per" "$dir/net-$sev-$per.json"
+            "$ADAGROUPER" plan --pipeline "$pipe" --network "$dir/net-$sev-$per.json" --devices 8 \
+                --eval-iterations 10 --eval-start 3.7 --json >"$dir/plan-$sev-$per.json"
+        done
+    done
+    echo "== $dir/plan-*.json -> $csv" >&2
+    /usr/bin/python3 - "$dir" >"$csv" <<'PY'
+import csv, glob, json, os, sys
+def family(c):  # the schedule, with kFkB (and 1F1B) under dynamic W fill apart: the planner's families
+    if c["split_backward"] and c["w_fill"] == "dynamic" and c["schedule"] in ("kfkb", "1f1b"):
+        return "kfkb-dynamic"
+    return c["schedule"]
+def label(c):
+    parts = [c["schedule"]]
+    if c["schedule"] == "kfkb": parts.append(f"k={c['k']}")
+    if c["virtual_stages"] != 1 and c["schedule"] not in ("zbv", "dualpipev"): parts.append(f"v={c['virtual_stages']}")
+    if c["w_fill"] == "dynamic": parts.append("dyn" + ("" if c["max_pending_w"] is None else f" P={c['max_pending_w']}"))
+    return " ".join(parts) + f" b={c['micro_batch_size']}"
+w = csv.writer(sys.stdout, lineterminator="\n")
+w.writerow(["severity", "period_s", "family", "label", "micro_batch_size", "iteration_time_s", "peak_memory_bytes",
+            "chosen", "speedup_over_1f1b"])
+rows = []
+for path in glob.glob(os.path.join(sys.argv[1], "plan-*.json")):
+    sev, per = os.path.basename(path)[5:-5].split("-")
+    plan = json.load(open(path))
+    one = [c["predicted_iteration_time_s"] for c in plan["candidates"] if c.get("baseline") and c["schedule"] == "1f1b"
+           and c["predicted_iteration_time_s"] is not None and not c["split_backward"]]
+    best = {}
+    for c in plan["candidates"]:
+        if c["status"] not in ("chosen", "lost"): continue
+        f = family(c)
+        if f not in best or c["predicted_iteration_time_s"] < best[f]["predicted_iteration_time_s"]: best[f] = c
+    for f, c in best.items():
+        t = c["predicted_iteration_time_s"]
+        rows.append([float(sev), float(per), f, label(c), c["micro_batch_size"], t, max(c["peak_memory_bytes"]),
+                     "true" if c["status"] == "chosen" else "false", f"{one[0] / t:.4f}" if one else ""])
+for r in sorted(rows): w.writerow(r)
+PY
+    "$PLOT" families "$csv" -o "$FIGS/families" \
+        --title "(d) GPT-3 2.7B, 16 model stages on 8 V100s (32 GiB), B = 64, 25 GbE preempted for 40% of each period"
+}
+
 adaptive() {
     adapt_run adaptive-minutes "$root/configs/networks/bursty-minutes-25g.json" \
         "(c) U-Net 4-stage, 1000 iterations on bursty-minutes-25g (preempted for minutes), re-plan every 10"
@@ -155,10 +220,10 @@ adaptive() {
 
 if [ $# -ne 1 ]; then usage >&2; exit 2; fi
 case "$1" in
-    fig2|severity|adaptive|timeline) what=("$1") ;;
-    all) what=(fig2 severity adaptive timeline) ;;
+    fig2|severity|adaptive|timeline|families) what=("$1") ;;
+    all) what=(fig2 severity adaptive timeline families) ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "run.sh: unknown study '$1' (fig2, severity, adaptive, timeline or all)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown study '$1' (fig2, severity, adaptive, timeline, families or all)" >&2; exit 2 ;;
 esac
 mkdir -p "$OUT" "$FIGS"
 for w in "${what[@]}"; do "$w"; done

@@ -32,5 +32,16 @@ for f in f1 f2 f3; do
 done
 expect 0 "wrote" -- heatmap "$tmp/sweep.csv" --where trace.severity=0 -o "$tmp/good"
 [ -s "$tmp/good.png" ] && [ -s "$tmp/good.svg" ] || { echo "FAIL: good.png / good.svg missing"; fail=1; }
+cat >"$tmp/families.csv" <<'CSV'
+severity,period_s,family,label,micro_batch_size,iteration_time_s,peak_memory_bytes,chosen,speedup_over_1f1b
+0,5,1f1b,1f1b b=2,2,12.3,2e10,false,1.0
+0,5,zbv,zbv b=2,2,9.4,2e10,true,1.31
+0.5,5,1f1b,1f1b b=2,2,12.5,2e10,false,1.0
+0.5,5,zbv,zbv b=2,2,slow,2e10,true,1.31
+CSV
+expect 2 "families.csv:5: column 'iteration_time_s': 'slow' is not a number" -- families "$tmp/families.csv" -o "$tmp/f4"
+sed -i 's/,slow,/,9.5,/' "$tmp/families.csv"
+expect 0 "wrote" -- families "$tmp/families.csv" -o "$tmp/fam"
+[ -s "$tmp/fam.png" ] && [ -s "$tmp/fam.svg" ] && [ ! -e "$tmp/f4.png" ] || { echo "FAIL: families figures"; fail=1; }
 [ $fail = 0 ] && echo "plot checks passed"
 exit $fail

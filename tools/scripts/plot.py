@@ -946,6 +946,62 @@ def cmd_heatmap(args):
     save(fig, args.output)
 
 
+# --- families -----------------------------------------------------------------------
+
+FAMILY_COLORS = {"1f1b": "#9e9e9e", "dapple-b": "#bdbdbd", "gpipe": "#e0e0e0", "kfkb": "#4c72b0",
+                 "kfkb-dynamic": "#64b5f6", "interleaved-1f1b": "#dd8452", "looped-bfs": "#f2c28c",
+                 "interleaved-zb": "#55a868", "zbv": "#8172b3", "dualpipev": "#c44e52"}
+
+
+def cmd_families(args):
+    """Two panels from the families study's CSV: the planner's winning family over
+    (severity, period), and each family's best time against severity at one period."""
+    t = Table([args.table])
+    t.require("severity", "period_s", "family", "label", "iteration_time_s", "chosen", "speedup_over_1f1b")
+    for where, r in t.rows:
+        for column in ("severity", "period_s", "iteration_time_s"):
+            t.number(where, r, column)
+        t.number(where, r, "speedup_over_1f1b", allow_empty=r["chosen"] != "true")
+    rows = [r for _, r in t.rows]
+    sevs = sorted({float(r["severity"]) for r in rows})
+    pers = sorted({float(r["period_s"]) for r in rows})
+    fams = [f for f in FAMILY_COLORS if any(r["family"] == f for r in rows)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(args.width, 0.42 * len(sevs) + 2.4), layout="constrained",
+                                      gridspec_kw={"width_ratios": [1, 1.2]})
+    winners = set()
+    for r in rows:
+        if r["chosen"] != "true":
+            continue
+        x, y = pers.index(float(r["period_s"])), sevs.index(float(r["severity"]))
+        winners.add(r["family"])
+        left.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, color=FAMILY_COLORS.get(r["family"], "white")))
+        left.text(x, y, f"{r['label']}\n{float(r['speedup_over_1f1b']):.2f}x", ha="center", va="center", fontsize=6)
+    left.set_xlim(-0.5, len(pers) - 0.5)
+    left.set_ylim(-0.5, len(sevs) - 0.5)
+    left.set_xticks(range(len(pers)), [fmt_value(str(p)) for p in pers])
+    left.set_yticks(range(len(sevs)), [fmt_value(str(v)) for v in sevs])
+    left.set_xlabel("preemption period (s)", fontsize=9)
+    left.set_ylabel("preemption severity (share of the link taken)", fontsize=9)
+    left.set_title("the planner's choice (and its speedup over 1F1B)", fontsize=9)
+    left.legend(handles=[Patch(color=FAMILY_COLORS[f], label=f) for f in fams if f in winners], fontsize=7,
+                loc="upper left", bbox_to_anchor=(0, -0.12), ncol=3, frameon=False)
+    at = min(pers, key=lambda p: abs(p - args.period))
+    for f in fams:
+        pts = sorted((float(r["severity"]), float(r["iteration_time_s"])) for r in rows
+                     if r["family"] == f and float(r["period_s"]) == at)
+        if pts:
+            right.plot(range(len(pts)), [y for _, y in pts], marker="o", ms=3, label=f, color=FAMILY_COLORS[f],
+                       linestyle="--" if f in ("1f1b", "dapple-b", "gpipe") else "-")
+    right.set_xticks(range(len(sevs)), [fmt_value(str(v)) for v in sevs])
+    right.set_xlabel("preemption severity (evenly spaced)", fontsize=9)
+    right.set_ylabel("iteration time (s), best feasible b and k", fontsize=9)
+    right.set_title(f"each family's best plan that fits, period {fmt_value(str(at))} s", fontsize=9)
+    right.legend(fontsize=7, ncol=2)
+    right.grid(alpha=0.3)
+    fig.suptitle(args.title or os.path.basename(args.table), fontsize=10)
+    save(fig, args.output)
+
+
 # --- adapt --------------------------------------------------------------------------
 
 POLICY_NAMES = {"1f1b": "static 1F1B", "dapple-b": "static DAPPLE-B", "first-window": "planned at launch",
@@ -1126,6 +1182,19 @@ def main(argv=None):
     h.add_argument("--ylabel", help="y axis label (default: the y column's name in words)")
     h.add_argument("--width", type=float, default=11.0, help="figure width in inches (default 11)")
     h.set_defaults(func=cmd_heatmap)
+
+    f = sub.add_parser("families", help="the planner's winning schedule family over (severity, period)",
+                       description="Two panels from the CSV of configs/studies/run.sh families (columns severity, "
+                                   "period_s, family, label, iteration_time_s, chosen, speedup_over_1f1b): the "
+                                   "family of the plan chosen at every (severity, period), with its speedup over "
+                                   "1F1B; and each family's best feasible plan's iteration time against severity "
+                                   "at --period.")
+    f.add_argument("table", help="families CSV")
+    f.add_argument("-o", "--output", required=True, help="figure path without extension (writes .png and .svg)")
+    f.add_argument("--period", type=float, default=5.0, help="period of the right panel, seconds (default 5)")
+    f.add_argument("--width", type=float, default=12.0, help="figure width in inches (default 12)")
+    f.add_argument("--title", help="figure title (default: the file name)")
+    f.set_defaults(func=cmd_families)
 
     a = sub.add_parser("adapt", help="an adaptive run's plan and iteration time over time, with the static policies",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
