@@ -276,4 +276,22 @@ std::string schedule_grid(const Schedule& sch) {
   return out;
 }
 
+nlohmann::ordered_json schedule_json(const Schedule& s, int micro_batches) {
+  nlohmann::ordered_json j;
+  j["schedule"] = s.spec.label();
+  j["family"] = s.spec.family;
+  j["stages"] = s.num_stages();
+  j["virtual_stages"] = s.num_model_stages() / s.num_stages();
+  j["model_stages"] = s.num_model_stages();
+  j["micro_batches"] = micro_batches;
+  auto& placement = j["placement"] = nlohmann::ordered_json::array();
+  for (int m = 0; m < s.num_model_stages(); ++m) placement.push_back(s.stage_of(m));
+  auto& orders = j["orders"] = nlohmann::ordered_json::array();
+  for (const auto& order : s.stages) {
+    auto& row = orders.emplace_back(nlohmann::ordered_json::array());
+    for (const Op& op : order) row.push_back(action_name(op));
+  }
+  return j;
+}
+
 }  // namespace adagrouper::sim

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "schedule.h"
 
 namespace adagrouper::sim {
@@ -40,5 +42,10 @@ std::string torch_csv(const Schedule& schedule);
 // columns, then one row "Step i: ..." per step i with the i-th op of each stage ("" past
 // its last), columns padded to their widest cell, no trailing spaces.
 std::string schedule_grid(const Schedule& schedule);
+
+// The schedule as the JSON `adagrouper schedule --format json` prints: its label,
+// family, stages, virtual and model stages, micro-batches, placement (the stage of each
+// model stage) and orders (per stage, its ops in PyTorch's notation).
+nlohmann::ordered_json schedule_json(const Schedule& schedule, int micro_batches);
 
 }  // namespace adagrouper::sim

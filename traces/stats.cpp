@@ -65,4 +65,27 @@ TraceStats compute_stats(const Trace& trace, double from, double to, std::option
   return s;
 }
 
+nlohmann::json stats_json(std::string_view source, std::string_view format, const Trace& trace, const TraceStats& s) {
+  return {
+      {"source", source},
+      {"format", format},
+      {"points", trace.size()},
+      {"span_s", trace.span_s},
+      {"repeat_s", trace.repeats() ? nlohmann::json(trace.rate.repeat_s()) : nlohmann::json(nullptr)},
+      {"start_s", s.start_s},
+      {"end_s", s.end_s},
+      {"duration_s", s.duration_s},
+      {"mean", s.mean},
+      {"min", s.min},
+      {"max", s.max},
+      {"p5", s.p5},
+      {"p50", s.p50},
+      {"p95", s.p95},
+      {"threshold", s.threshold},
+      {"fraction_below", s.fraction_below},
+      {"episodes", s.episodes},
+      {"mean_episode_s", s.mean_episode_s},
+  };
+}
+
 }  // namespace adagrouper::traces

@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <optional>
 #include <utility>
+#include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "trace.h"
 
@@ -26,6 +29,10 @@ struct TraceStats {
 // std::length_error when the window holds more than kMaxPoints pieces.
 TraceStats compute_stats(const Trace& trace, double from, double to, std::optional<double> threshold = std::nullopt,
                          double threshold_fraction = 0.5);
+
+// The summary `adagrouper trace stats --json` prints: where the trace came from (its
+// source and format), its points, span and period, then the statistics.
+nlohmann::json stats_json(std::string_view source, std::string_view format, const Trace& trace, const TraceStats& s);
 
 // The time-weighted p-quantile (0 <= p <= 1) of pieces given as (value, length): the
 // smallest value v such that the pieces with values <= v cover at least p of the time.

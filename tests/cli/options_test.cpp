@@ -141,18 +141,7 @@ TEST_F(OptionValues, HelpCommandIsCommandDashDashHelp) {
 #ifdef CALIB_BIN
 namespace {
 
-Outcome run_calib(const std::string& args, const fs::path& dir) {
-  const fs::path err = dir / "stderr.txt";
-  const std::string cmd = std::string("cd '") + SOURCE_ROOT + "' && '" + CALIB_BIN + "' " + args + " 2>'" +
-                          err.string() + "'";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, clirunner::slurp(err)};
-}
+Outcome run_calib(const std::string& args, const fs::path& dir) { return clirunner::run_program(CALIB_BIN, args, dir); }
 
 }  // namespace
 

@@ -25,10 +25,10 @@ inline std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
-// Runs `adagrouper ARGS` from the source root; stderr goes through a file in `dir`.
-inline Outcome run_adagrouper(const std::string& args, const std::filesystem::path& dir) {
+// Runs `PROGRAM ARGS` from the source root; stderr goes through a file in `dir`.
+inline Outcome run_program(const std::string& program, const std::string& args, const std::filesystem::path& dir) {
   const std::filesystem::path err = dir / "stderr.txt";
-  const std::string cmd = std::string("cd '") + SOURCE_ROOT + "' && '" + ADAGROUPER_BIN + "' " + args + " 2>'" +
+  const std::string cmd = std::string("cd '") + SOURCE_ROOT + "' && '" + program + "' " + args + " 2>'" +
                           err.string() + "'";
   std::FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
@@ -37,6 +37,11 @@ inline Outcome run_adagrouper(const std::string& args, const std::filesystem::pa
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   const int status = ::pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, slurp(err)};
+}
+
+// Runs `adagrouper ARGS` from the source root; stderr goes through a file in `dir`.
+inline Outcome run_adagrouper(const std::string& args, const std::filesystem::path& dir) {
+  return run_program(ADAGROUPER_BIN, args, dir);
 }
 
 }  // namespace clirunner

@@ -5,23 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <cstdio>
 #include <string>
 #include <utility>
 
-#include <sys/wait.h>
+#include "../common/shell.h"
 
 namespace {
-
-int run(const std::string& cmd, std::string& out) {
-  std::FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 std::string quoted(const std::string& s) {
   std::string out = "'";
@@ -39,7 +28,7 @@ TEST(Install, FilesAreInPlaceAndAProgramBuildsWithPkgConfig) {
   for (const auto& [name, value] : vars) cmd += " " + std::string(name) + "=" + quoted(value);
   cmd += " " + quoted(SOURCE_ROOT "/tests/install/check.sh");
   std::string out;
-  const int rc = run(cmd, out);
+  const int rc = testshell::run(cmd, out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("install checks passed"), std::string::npos) << out;
 }

@@ -58,24 +58,6 @@ void add_options(po::options_description& o) {
   add_schedule_options(o);
 }
 
-nlohmann::ordered_json schedule_json(const sim::Schedule& s, int M) {
-  nlohmann::ordered_json j;
-  j["schedule"] = s.spec.label();
-  j["family"] = s.spec.family;
-  j["stages"] = s.num_stages();
-  j["virtual_stages"] = s.num_model_stages() / s.num_stages();
-  j["model_stages"] = s.num_model_stages();
-  j["micro_batches"] = M;
-  auto& placement = j["placement"] = nlohmann::ordered_json::array();
-  for (int m = 0; m < s.num_model_stages(); ++m) placement.push_back(s.stage_of(m));
-  auto& orders = j["orders"] = nlohmann::ordered_json::array();
-  for (const auto& order : s.stages) {
-    auto& row = orders.emplace_back(nlohmann::ordered_json::array());
-    for (const sim::Op& op : order) row.push_back(sim::action_name(op));
-  }
-  return j;
-}
-
 }  // namespace
 
 int cmd_schedule(int argc, char** argv) {
@@ -98,7 +80,7 @@ int cmd_schedule(int argc, char** argv) {
   const sim::Schedule s = sim::make_schedule(spec, D, M);
   std::string text = format == "grid"        ? sim::schedule_grid(s)
                      : format == "torch-csv" ? sim::torch_csv(s)
-                                             : schedule_json(s, M).dump(2) + "\n";
+                                             : sim::schedule_json(s, M).dump(2) + "\n";
   if (out) {
     outputs.write(*out, text);
     outputs.commit();

@@ -452,29 +452,6 @@ std::optional<double> threshold_option(const po::variables_map& vm) {
   return threshold;
 }
 
-nlohmann::json stats_json(const Input& in, const tr::TraceStats& s) {
-  return {
-      {"source", in.source},
-      {"format", in.format},
-      {"points", in.trace.size()},
-      {"span_s", in.trace.span_s},
-      {"repeat_s", in.trace.repeats() ? nlohmann::json(in.trace.rate.repeat_s()) : nlohmann::json(nullptr)},
-      {"start_s", s.start_s},
-      {"end_s", s.end_s},
-      {"duration_s", s.duration_s},
-      {"mean", s.mean},
-      {"min", s.min},
-      {"max", s.max},
-      {"p5", s.p5},
-      {"p50", s.p50},
-      {"p95", s.p95},
-      {"threshold", s.threshold},
-      {"fraction_below", s.fraction_below},
-      {"episodes", s.episodes},
-      {"mean_episode_s", s.mean_episode_s},
-  };
-}
-
 std::string stats_text(const Input& in, const tr::TraceStats& s) {
   std::string out;
   out += fmt::format("trace            {} ({}, {})\n", in.source, in.format, shape(in.trace));
@@ -513,7 +490,7 @@ int cmd_stats(int argc, char** argv) {
       window_guard("--start-s / --end-s", [&] { return tr::compute_stats(in.trace, from, to, threshold, fraction); });
   check_finite(s);
   if (vm["json"].as<bool>()) {
-    std::cout << stats_json(in, s).dump(2) << '\n';
+    std::cout << tr::stats_json(in.source, in.format, in.trace, s).dump(2) << '\n';
   } else {
     std::cout << stats_text(in, s);
   }

@@ -138,25 +138,6 @@ void bind_simulate(py::module_& m) {
       py::arg("stage_trace") = py::none(), py::arg("evaluator") = "auto", py::arg("timeline") = false);
 }
 
-// The document `adagrouper schedule --format json` prints.
-nlohmann::ordered_json schedule_document(const sim::Schedule& s, int M) {
-  nlohmann::ordered_json j;
-  j["schedule"] = s.spec.label();
-  j["family"] = s.spec.family;
-  j["stages"] = s.num_stages();
-  j["virtual_stages"] = s.num_model_stages() / s.num_stages();
-  j["model_stages"] = s.num_model_stages();
-  j["micro_batches"] = M;
-  auto& placement = j["placement"] = nlohmann::ordered_json::array();
-  for (int m = 0; m < s.num_model_stages(); ++m) placement.push_back(s.stage_of(m));
-  auto& orders = j["orders"] = nlohmann::ordered_json::array();
-  for (const auto& order : s.stages) {
-    auto& row = orders.emplace_back(nlohmann::ordered_json::array());
-    for (const sim::Op& op : order) row.push_back(sim::action_name(op));
-  }
-  return j;
-}
-
 constexpr const char* kScheduleDoc = R"(The stage orders of a named schedule, without simulating,
 as `adagrouper schedule --format json` prints them: a dict with the label, family,
 stages, virtual_stages, model_stages, micro_batches, placement (the stage of each model
@@ -183,7 +164,7 @@ void bind_schedule(py::module_& m) {
         const sim::Schedule s = sim::make_schedule(spec, stages, micro_batches);
         if (format == "grid") return py::str(sim::schedule_grid(s));
         if (format == "torch-csv") return py::str(sim::torch_csv(s));
-        return to_python(schedule_document(s, micro_batches));
+        return to_python(sim::schedule_json(s, micro_batches));
       },
       kScheduleDoc, py::arg("name"), py::arg("stages"), py::arg("micro_batches"), py::kw_only(),
       py::arg("k") = py::none(), py::arg("virtual_stages") = py::none(), py::arg("split_backward") = false,

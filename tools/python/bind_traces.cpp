@@ -54,26 +54,7 @@ nlohmann::json stats_document(const PyTrace& t, std::optional<double> end_s, dou
   if (!(fraction >= 0) || !std::isfinite(fraction))
     throw InputError(fmt::format("--threshold-fraction: must be >= 0, got {}", fraction));
   const tr::TraceStats s = window_guard([&] { return tr::compute_stats(t.trace, start_s, to, threshold, fraction); });
-  return {
-      {"source", t.source},
-      {"format", t.format},
-      {"points", t.trace.size()},
-      {"span_s", t.trace.span_s},
-      {"repeat_s", t.trace.repeats() ? nlohmann::json(t.trace.rate.repeat_s()) : nlohmann::json(nullptr)},
-      {"start_s", s.start_s},
-      {"end_s", s.end_s},
-      {"duration_s", s.duration_s},
-      {"mean", s.mean},
-      {"min", s.min},
-      {"max", s.max},
-      {"p5", s.p5},
-      {"p50", s.p50},
-      {"p95", s.p95},
-      {"threshold", s.threshold},
-      {"fraction_below", s.fraction_below},
-      {"episodes", s.episodes},
-      {"mean_episode_s", s.mean_episode_s},
-  };
+  return tr::stats_json(t.source, t.format, t.trace, s);
 }
 
 PyTrace sliced(const PyTrace& t, double start_s, std::optional<double> end_s, bool repeat) {
