@@ -15,7 +15,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 packages=(meson ninja-build g++ pkg-config libboost-graph-dev libboost-program-options-dev
-          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
+          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev zlib1g-dev
           openmpi-bin libopenmpi-dev python3-matplotlib iproute2 pybind11-dev python3-dev help2man)
 
 install_missing() {
@@ -165,7 +165,7 @@ case "$cmd" in
     # The loaders' libFuzzer targets (tests/fuzz/), each run on its corpus for ${1:-30}
     # seconds; `fuzz findings` replays the saved findings instead.
     packages=(meson ninja-build pkg-config libboost-graph-dev libboost-program-options-dev nlohmann-json3-dev
-              libfmt-dev libssl-dev libopenmpi-dev openmpi-bin clang-16 libclang-rt-16-dev)
+              libfmt-dev libssl-dev zlib1g-dev libopenmpi-dev openmpi-bin clang-16 libclang-rt-16-dev)
     install_missing
     exec tests/fuzz/run.sh "${1:-30}"
     ;;

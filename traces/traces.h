@@ -12,6 +12,7 @@
 #pragma once
 
 #include "formats.h"   // Format, LoadOptions, load_trace_file, parse_trace, to_csv, to_json
+#include "kineto.h"    // PyTorch profiler traces: load_kineto, collect_stages, kineto_pipeline
 #include "patterns.h"  // Periodic, OnOff, Steps, Contention, make_*
 #include "random.h"    // Rng
 #include "resolver.h"  // TraceRates, resolve_rate, parse_rate_spec, patterns

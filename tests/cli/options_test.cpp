@@ -126,7 +126,8 @@ TEST_F(OptionValues, NoNanInfOrMinusZeroPrinted) {
 
 TEST_F(OptionValues, HelpCommandIsCommandDashDashHelp) {
   for (const char* cmd : {"simulate", "schedule", "trace", "trace synth", "trace import", "trace stats",
-                          "trace slice", "plan", "model", "partition", "sweep", "compare", "adapt"}) {
+                          "trace slice", "trace import-kineto", "plan", "model", "partition", "sweep", "compare",
+                          "adapt"}) {
     const Outcome help = run(std::string("help ") + cmd);
     const Outcome dash = run(std::string(cmd) + " --help");
     EXPECT_EQ(help.rc, 0) << cmd;

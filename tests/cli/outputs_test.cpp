@@ -78,6 +78,11 @@ std::vector<Writer> writers(const std::string& dir) {
       {"synth", "trace synth periodic --high 2 --low 1 --period-s 10 --low-fraction 0.5", "--output"},
       {"import", "trace import traces/data/periodic-50pct-10s.json", "--output"},
       {"slice", "trace slice traces/data/periodic-50pct-10s.json --start-s 0 --end-s 5", "--output"},
+      {"import-kineto", "trace import-kineto tests/traces/data/kineto/cpu-rank0.json "
+                        "tests/traces/data/kineto/cpu-rank1.json --micro-batch-size 2", "--output"},
+      {"kineto-stage-trace", "trace import-kineto tests/traces/data/kineto/cpu-rank0.json "
+                             "tests/traces/data/kineto/cpu-rank1.json --micro-batch-size 2 --output '" + dir +
+                             "/kineto.json'", "--stage-trace"},
       {"plan", "plan " + pipe, "--output"},
       {"adapt", "adapt " + pipe + " --iterations 4 --replan-every 2 --window 4 -q", "--output"},
       {"adapt-rows", "adapt " + pipe + " --iterations 4 --replan-every 2 --window 4 -q --rows-format csv", "--rows"},

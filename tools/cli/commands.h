@@ -7,6 +7,7 @@ namespace adagrouper::cli {
 int cmd_simulate(int argc, char** argv);
 int cmd_schedule(int argc, char** argv);
 int cmd_trace(int argc, char** argv);
+int cmd_trace_import_kineto(int argc, char** argv);  // kineto_cmd.cpp, a subcommand of trace
 int cmd_plan(int argc, char** argv);
 int cmd_model(int argc, char** argv);
 int cmd_partition(int argc, char** argv);

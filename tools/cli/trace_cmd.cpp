@@ -43,6 +43,7 @@ Examples:
   adagrouper trace import iperf3-run.json --output link.csv
   adagrouper trace stats link.csv --threshold 1e9
   adagrouper trace slice link.csv --start-s 60 --end-s 120 --output minute.csv
+  adagrouper trace import-kineto rank0.json rank1.json --micro-batch-size 2 --output measured.json
 )";
 
 constexpr const char* kSynthUsage = R"(Usage: adagrouper trace synth PATTERN [PATTERN OPTIONS] [--output FILE] [--to csv|json]
@@ -534,7 +535,7 @@ struct Subcommand {
   int (*run)(int argc, char** argv);
 };
 // clang-format off
-constexpr std::array<Subcommand, 4> kSubcommands{{
+constexpr std::array<Subcommand, 5> kSubcommands{{
   {"synth", "write a synthetic pattern (one of those below, or any pattern or\n"
             "transform given as JSON) to CSV or JSON", cmd_synth},
   {"import", "read a trace file (CSV, the project's JSON, iperf3 --json, SimGrid\n"
@@ -542,12 +543,15 @@ constexpr std::array<Subcommand, 4> kSubcommands{{
   {"stats", "duration, mean, min, max, p5/p50/p95, time below a threshold, number and\n"
             "mean length of preemption episodes", cmd_stats},
   {"slice", "cut a time window out of a trace", cmd_slice},
+  {"import-kineto", "a pipeline file (median F, B, I, W per stage), a stage timing trace\n"
+                    "and NCCL transfer samples from PyTorch profiler traces (PP:2F0 ranges)",
+   cmd_trace_import_kineto},
 }};
 // clang-format on
 
 std::string trace_help() {
   std::string help = kTraceUsage;
-  help += help_table(kSubcommands, 8);
+  help += help_table(kSubcommands, 14);
   help += "\nPatterns ({\"pattern\": NAME, KEY: VALUE, ...}; docs/formats.md, \"Synthetic patterns\"):\n";
   help += pattern_rows(false, false);
   help += "Transforms (of the rates in \"of\"; docs/formats.md, \"Transforms\"):\n";
