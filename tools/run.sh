@@ -130,7 +130,7 @@ case "$cmd" in
     if [ $# -eq 0 ]; then
       set -- --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-0.5s.json \
         --schedule kfkb --k 2 --micro-batch-size 1
-      echo "run.sh simulate: no arguments; running the SPEC's worked example: adagrouper simulate $*" >&2
+      echo "run.sh simulate: no arguments; running the worked example of docs/model.md: adagrouper simulate $*" >&2
     fi
     exec build/adagrouper simulate "$@"
     ;;

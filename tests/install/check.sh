@@ -37,7 +37,7 @@ for h in "$inc"/adagrouper/*/*.h; do
   esac
 done
 
-# The installed programs, on the installed example data (the SPEC's worked example: 49 s).
+# The installed programs, on the installed example data (the worked example of docs/model.md: 49 s).
 data=$share/adagrouper/configs
 out=$("$bin/adagrouper" simulate --pipeline "$data/examples/toy-4.json" --network "$data/examples/toy-net-2s.json" \
         --schedule kfkb --k 2 -b 1) || fail "installed adagrouper simulate failed: $out"

@@ -80,7 +80,7 @@ TEST(Dataflow, SameNumbersAsTheEventEngine) {
   EXPECT_GT(capacity, 200);
 }
 
-// The SPEC's worked example through the dataflow evaluator explicitly (the default,
+// The worked example of docs/model.md through the dataflow evaluator explicitly (the default,
 // auto, is the dataflow evaluator already; this names it).
 TEST(Dataflow, WorkedExample) {
   const auto p = uniform_pipeline(4, 8, 1.0, 2.0, 0.5);

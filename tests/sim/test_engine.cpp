@@ -1,4 +1,4 @@
-// The engine on hand-checked scenarios: SPEC worked examples, the closed form with free
+// The engine on hand-checked scenarios: the worked examples of docs/model.md, the closed form with free
 // communication, summary numbers, optimizer steps, speed traces, capacity, memory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@ std::string label(const Named& n) {
   return n.k ? std::string(n.name) + " k=" + std::to_string(*n.k) : std::string(n.name);
 }
 
-// SPEC section 3: S = 4, M = 8 (B = 8, b = 1), fwd 1, bwd 2, out = gout = 0.5 bytes.
+// docs/model.md section 3: S = 4, M = 8 (B = 8, b = 1), fwd 1, bwd 2, out = gout = 0.5 bytes.
 SimResult run_toy(const Named& n, const Network& net, int iterations = 1, bool timeline = false) {
   const auto p = uniform_pipeline(4, 8, 1.0, 2.0, 0.5);
   const auto sc = sim::make_scenario(p, net, sim::make_named(n.name, 4, 8, n.k), 1, iterations);
@@ -93,7 +93,7 @@ TEST(WorkedExamples, TwoSecondMessages) {
   }
 }
 
-// The SPEC's order example, S = 2, M = 4, k = 2, as the engine runs it.
+// The order example of docs/model.md section 2, S = 2, M = 4, k = 2, as the engine runs it.
 TEST(WorkedExamples, SpecOrderExampleRunsInThatOrder) {
   const auto p = uniform_pipeline(2, 4, 1.0, 2.0, 0.5);
   const auto sc = sim::make_scenario(p, Network::uniform(2, 1.0), sim::make_named("kfkb", 2, 4, 2), 1, 1);
@@ -269,7 +269,7 @@ TEST(Engine, ChannelCapacity) {
   }
 }
 
-// Memory (SPEC section 3): static + act x in-flight + bytes waiting in the receive buffer.
+// Memory (docs/model.md section 5): static + act x in-flight + bytes waiting in the receive buffer.
 TEST(Memory, SingleStageGPipeAndOneFOneB) {
   const auto p = uniform_pipeline(1, 4, 1.0, 1.0, 0.0, /*act=*/10.0, /*static=*/100.0);
   auto peak = [&](const char* name) {

@@ -1,4 +1,4 @@
-// Pipeline, network and schedule files (SPEC section 4): what they mean, and every
+// Pipeline, network and schedule files (docs/formats.md): what they mean, and every
 // class of bad input, each an InputError naming the file and the field.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Seeded random scenarios checked against the execution model (SPEC section 3) through
+// Seeded random scenarios checked against the execution model (docs/model.md section 3) through
 // the timeline: every op once, in schedule order, each started exactly when it may
 // start; transfers FIFO in the receiver's order, started exactly when allowed (producer,
 // previous transfer, capacity); memory and in-flight levels recomputed independently;

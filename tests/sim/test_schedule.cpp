@@ -1,4 +1,4 @@
-// Schedules (SPEC section 2): the op order of every named schedule.
+// Schedules (docs/model.md section 2): the op order of every named schedule.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

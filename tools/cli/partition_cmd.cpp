@@ -43,7 +43,7 @@ best few cuts by the model (the DP optimum, the other Pareto-optimal cuts, the o
 with one cut moved by 1 or 2 layers) are simulated with the schedule, and the fastest
 is kept. docs/model.md ("Stage partitioning") explains the model and its limits.
 
-Output: the pipeline file (SPEC section 4, docs/formats.md) to --output, with every
+Output: the pipeline file (docs/formats.md) to --output, with every
 micro-batch size the model lists, ready for `adagrouper plan` and `simulate`; on stdout
 the table of stage boundaries, times, memory and messages, or with --json the
 partition report (schema adagrouper.partition/1: the chosen cut per stage and every
