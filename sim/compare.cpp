@@ -129,6 +129,67 @@ PlanChoice load_plan_choice(const std::string& path) {
           chosen.at("micro_batch_size").int_in(1, kMaxBatchSize)};
 }
 
+namespace {
+
+// The schedule of a plan's candidate: its family, k where the family takes one, and the
+// settings of plan/2 (absent in plan/1: their defaults).
+ScheduleSpec planned_spec(const Field& c) {
+  const std::string family = c.at("schedule").string();
+  const ScheduleFamily* f = find_schedule_family(family);
+  if (!f) c.at("schedule").fail(fmt::format("unknown schedule family '{}'", family));
+  ScheduleSpec spec =
+      ScheduleSpec::named(family, f->takes_k ? std::optional<int>(c.at("k").int_in(1, kMaxBatchSize)) : std::nullopt);
+  if (c.has("virtual_stages")) spec.virtual_stages = c.at("virtual_stages").int_in(1, kMaxStages);
+  if (c.has("split_backward")) spec.split_backward = c.at("split_backward").boolean();
+  if (c.has("w_fill")) {
+    const std::string w = c.at("w_fill").string();
+    if (w != "static" && w != "dynamic") c.at("w_fill").fail(fmt::format("must be static or dynamic, got '{}'", w));
+    spec.w_fill = w == "dynamic" ? WFill::Dynamic : WFill::Static;
+  }
+  if (c.has("max_pending_w") && !c.at("max_pending_w").json().is_null())
+    spec.max_pending_w = c.at("max_pending_w").int_in(0, kMaxBatchSize);
+  return spec;
+}
+
+std::string input_path(const Field& root, std::string_view role) {
+  if (!root.has("inputs")) return {};
+  const Field inputs = root.at("inputs");
+  inputs.require_array();
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs.at(i).at("role").string() == role) return inputs.at(i).at("path").string();
+  return {};
+}
+
+}  // namespace
+
+PlannedRun load_planned_run(const std::string& path, std::optional<int> candidate) {
+  const nlohmann::json doc = read_json_file(path);
+  const Field root(doc, path);
+  check_plan_keys(root);
+  const Field candidates = root.at("candidates");
+  candidates.require_array();
+  if (candidate && (*candidate < 0 || static_cast<std::size_t>(*candidate) >= candidates.size()))
+    throw InputError(fmt::format("--candidate: {} is not the index of a candidate of {} (0 .. {})", *candidate, path,
+                                 static_cast<long>(candidates.size()) - 1));
+  const Field c = candidate ? candidates.at(static_cast<std::size_t>(*candidate)) : root.at("chosen");
+  if (c.has("status") && c.at("status").string() == "refused")
+    c.at("status").fail("this candidate was refused by its family: there is nothing to run");
+  PlannedRun run;
+  run.spec = planned_spec(c);
+  run.micro_batch_size = c.at("micro_batch_size").int_in(1, kMaxBatchSize);
+  run.global_batch_size = root.at("global_batch_size").int_in(1, kMaxBatchSize);
+  run.stages = root.at("stages").int_in(1, kMaxStages);
+  if (root.has("evaluation")) {
+    run.iterations = root.at("evaluation").at("iterations").int_in(1, kMaxIterations);
+    run.start_time_s = root.at("evaluation").at("start_time_s").number_in(0, 1e300);  // the caller checks its range
+  }
+  if (c.has("predicted_iteration_time_s") && !c.at("predicted_iteration_time_s").json().is_null())
+    run.predicted_iteration_time_s = c.at("predicted_iteration_time_s").positive();
+  run.pipeline_path = input_path(root, "pipeline");
+  run.network_path = input_path(root, "network");
+  return run;
+}
+
 Comparison compare(const Summary& p, const Summary& m) {
   auto mismatch = [&](const char* field, const auto& a, const auto& b) {
     if (a != b)

@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "schedule.h"
+
 namespace adagrouper {
 class Field;
 }
@@ -61,6 +63,21 @@ struct PlanChoice {
 };
 // Reads a plan file (adagrouper.plan/1, checked with check_plan_keys) for its choice.
 PlanChoice load_plan_choice(const std::string& path);
+// A candidate of a plan file (adagrouper.plan/1 or /2) as `simulate --plan` runs it: its
+// schedule, sizes and evaluation, and the files the plan was made from.
+struct PlannedRun {
+  ScheduleSpec spec;
+  int micro_batch_size = 0, global_batch_size = 0;
+  int stages = 0;          // devices
+  int iterations = 1;      // the plan's evaluation
+  double start_time_s = 0;
+  std::optional<double> predicted_iteration_time_s;
+  std::string pipeline_path, network_path;  // inputs by role ("" when the plan has none)
+};
+// The chosen candidate, or candidates[*candidate]; InputError naming the file and field,
+// or --candidate for an index out of range.
+PlannedRun load_planned_run(const std::string& path, std::optional<int> candidate);
+
 // Every object of a plan document has only the keys `plan` writes; InputError naming the
 // file, the line and the field otherwise.
 void check_plan_keys(const Field& root);

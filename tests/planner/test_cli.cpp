@@ -441,6 +441,53 @@ TEST_F(PlanCli, FamiliesOnDevicesMatchSimulate) {
   check_plan_programs(doc);
 }
 
+// `simulate --plan` runs exactly what the plan evaluated: the chosen candidate and every
+// other evaluated one (--candidate I) give the plan's predictions, on the plan's own
+// inputs by default and on the merged pipeline of a --devices plan.
+TEST_F(PlanCli, SimulatePlanRunsWhatThePlanEvaluated) {
+  const fs::path toy_plan = tmp_.path() / "toy-plan.json";
+  ASSERT_EQ(run("plan --pipeline " + kToyPipe + " --network " + kHalfSecond + " --eval-iterations 2 --eval-start 0.7 "
+                "--output '" + toy_plan.string() + "'").rc, 0);
+  const json toy = json::parse(clirunner::slurp(toy_plan));
+  Outcome r = run("simulate --plan '" + toy_plan.string() + "' --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  json sum = json::parse(r.out);
+  EXPECT_EQ(sum.at("mean_iteration_time_s"), toy.at("chosen").at("predicted_iteration_time_s"));
+  EXPECT_EQ(sum.at("iterations"), 2);
+  EXPECT_EQ(sum.at("start_time_s"), 0.7);
+
+  const fs::path merged = tmp_.path() / "merged.json", plan = tmp_.path() / "plan.json";
+  ASSERT_EQ(run("plan --pipeline " + kToy8 + " --network " + kHalfSecond + " --devices 4 --families all " +
+                "--virtual-stages 1 --pipeline-output '" + merged.string() + "' --output '" + plan.string() + "'")
+                .rc,
+            0);
+  const json doc = json::parse(clirunner::slurp(plan));
+  int checked = 0;
+  for (std::size_t i = 0; i < doc.at("candidates").size(); ++i) {
+    const json& c = doc.at("candidates")[i];
+    if (c.at("predicted_iteration_time_s").is_null()) continue;
+    r = run(fmt::format("simulate --plan '{}' --candidate {} --pipeline '{}' --json", plan.string(), i,
+                        merged.string()));
+    ASSERT_EQ(r.rc, 0) << i << ": " << r.err;
+    sum = json::parse(r.out);
+    EXPECT_EQ(sum.at("mean_iteration_time_s"), c.at("predicted_iteration_time_s")) << c.dump();
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+  // Bad combinations: one line, exit 2.
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"--plan '" + plan.string() + "' --json", "for a plan made with --devices"},
+           {"--plan '" + plan.string() + "' --pipeline '" + merged.string() + "' --candidate 999", "--candidate: 999"},
+           {"--plan '" + plan.string() + "' --schedule 1f1b", "--schedule: the plan (--plan) gives it"},
+           {"--pipeline " + kToyPipe + " --network " + kHalfSecond + " --schedule 1f1b -b 1 --candidate 1",
+            "--candidate: only with --plan"}}) {
+    r = run("simulate " + args);
+    EXPECT_EQ(r.rc, 2) << args;
+    EXPECT_THAT(r.err, HasSubstr(piece)) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
 // --torch-csv writes the order the chosen plan runs (with dynamic W fill, the evaluated
 // run's): `simulate` on it gives the plan's numbers.
 TEST_F(PlanCli, TorchCsvImportsBackToTheSameNumbers) {

@@ -85,6 +85,7 @@ std::string simulate_help() {
   for (const ScheduleFamily& f : schedule_families()) name_width = std::max(name_width, f.name.size());
   std::string help = fmt::format(
       "Usage: adagrouper simulate --pipeline P --network N --schedule NAME [--k K]\n"
+      "       adagrouper simulate --plan PLAN.json [--candidate I] [--pipeline P] [--network N] ...\n"
       "                           [--virtual-stages v] [--split-backward]\n"
       "                           [--w-fill static|dynamic] [--max-pending-w P]\n"
       "                           --micro-batch-size b [--iterations n] [--start-time T]\n"
@@ -129,7 +130,11 @@ void add_simulate_options(po::options_description& o) {
     ("timeline-limit", po::value<double>()->value_name("BYTES"),
        "refuse, before running, a timeline estimated larger than BYTES")
     ("evaluator", po::value<std::string>()->default_value("auto")->value_name("NAME"),
-       "an evaluator above; the numbers are the same");
+       "an evaluator above; the numbers are the same")
+    ("plan", po::value<std::string>()->value_name("FILE"),
+       "run what a plan (adagrouper plan --output) chose: its schedule, k, virtual stages, W fill, b, B and "
+       "evaluation iterations and start; --pipeline and --network default to the plan's inputs")
+    ("candidate", po::value<int>()->value_name("I"), "with --plan: its candidates[I] instead of the chosen one");
   // clang-format on
   add_schedule_options(o);
 }
@@ -169,15 +174,49 @@ void check_custom_order(const Scenario& scenario, const std::string& source) {
   throw InputError(fmt::format("{}: stages: the order deadlocks; dependency cycle: {}. {}", source, path, stuck));
 }
 
+// `simulate --plan FILE [--candidate I]`: the plan's candidate replaces the options of the
+// schedule and the sizes, which may therefore not be given.
+std::optional<PlannedRun> plan_option(const po::variables_map& vm) {
+  if (!vm.count("plan")) {
+    if (vm.count("candidate")) throw InputError("--candidate: only with --plan FILE");
+    return std::nullopt;
+  }
+  for (const char* name : {"schedule", "k", "virtual-stages", "max-pending-w", "schedule-file", "micro-batch-size"})
+    if (vm.count(name)) throw InputError(fmt::format("--{}: the plan (--plan) gives it; drop one of them", name));
+  if (vm["split-backward"].as<bool>() || vm["w-fill"].as<std::string>() != "static")
+    throw InputError("--split-backward, --w-fill: the plan (--plan) gives them; drop one of them");
+  std::optional<int> candidate;
+  if (vm.count("candidate")) candidate = vm["candidate"].as<int>();
+  return load_planned_run(vm["plan"].as<std::string>(), candidate);
+}
+
+// The pipeline of a planned run: B is the plan's, and its model stages must be those
+// the plan ran (with `plan --devices`, the merged pipeline `--pipeline-output` wrote).
+void fit_to_plan(Pipeline& pipeline, const PlannedRun& run) {
+  pipeline.global_batch_size = run.global_batch_size;
+  const int wanted = run.stages * run.spec.virtual_stages;
+  if (pipeline.num_stages() != wanted)
+    throw InputError(fmt::format("--plan: the plan runs {} model stages ({} stages x v = {}), the pipeline {} has {}; "
+                                 "for a plan made with --devices give the pipeline `plan --pipeline-output` wrote",
+                                 wanted, run.stages, run.spec.virtual_stages, pipeline.source, pipeline.num_stages()));
+}
+
 // The run the options describe; `schedule_source` is the --schedule-file if one is given.
 // The network is bound to the schedule's stages.
 Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, const NetworkSpec& network, int b,
-                         int iterations, std::string& schedule_source) {
+                         int iterations, const std::optional<PlannedRun>& planned, std::string& schedule_source) {
   const int M = pipeline.global_batch_size / b;
-  Schedule schedule = schedule_option(vm, pipeline, M, schedule_source);
+  Schedule schedule = planned ? make_schedule(planned->spec, planned->stages, M)
+                              : schedule_option(vm, pipeline, M, schedule_source);
   Network bound = network.bind(schedule.num_stages());
   Scenario scenario = make_scenario(pipeline, std::move(bound), std::move(schedule), b, iterations);
   scenario.start_time_s = time_option(vm, "start-time");
+  if (planned && vm["start-time"].defaulted()) {
+    if (!(planned->start_time_s <= kMaxAbsoluteTime))
+      throw InputError(fmt::format("--plan: evaluation.start_time_s {} is past the latest start time {:.0f} s",
+                                   planned->start_time_s, kMaxAbsoluteTime));
+    scenario.start_time_s = planned->start_time_s;
+  }
   if (vm.count("stage-trace")) {
     const std::string path = vm["stage-trace"].as<std::string>();
     set_op_timings(scenario, traces::load_stage_trace(path), path);
@@ -267,18 +306,26 @@ int cmd_simulate(int argc, char** argv) {
   const auto parsed = parse_options(argc, argv, opts);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
-  const std::string pipeline_path = required(vm, "pipeline", "simulate");
-  const std::string network_path = required(vm, "network", "simulate");
-  const int b = required<int>(vm, "micro-batch-size", "simulate");
-  const int iterations = int_option(vm, "iterations", 1, kMaxIterations);
+  const std::optional<PlannedRun> planned = plan_option(vm);
+  const std::string pipeline_path = planned && !vm.count("pipeline") && !planned->pipeline_path.empty()
+                                        ? planned->pipeline_path
+                                        : required(vm, "pipeline", "simulate");
+  const std::string network_path = planned && !vm.count("network") && !planned->network_path.empty()
+                                       ? planned->network_path
+                                       : required(vm, "network", "simulate");
+  const int b = planned ? planned->micro_batch_size : required<int>(vm, "micro-batch-size", "simulate");
+  const int iterations = planned && vm["iterations"].defaulted() ? planned->iterations
+                                                                  : int_option(vm, "iterations", 1, kMaxIterations);
   Outputs out;
+  if (planned) out.set.input("--plan", vm["plan"].as<std::string>());
   add_outputs(vm, out);
 
-  const Pipeline pipeline = load_pipeline(pipeline_path);
+  Pipeline pipeline = load_pipeline(pipeline_path);
+  if (planned) fit_to_plan(pipeline, *planned);
   const NetworkSpec network = load_network_spec(network_path, traces::TraceRates());
   pipeline.at(b);  // validates b before M is used
   std::string schedule_source;
-  const Scenario scenario = scenario_option(vm, pipeline, network, b, iterations, schedule_source);
+  const Scenario scenario = scenario_option(vm, pipeline, network, b, iterations, planned, schedule_source);
   const SimOptions options = sim_options(vm);
   check_timeline_size(vm, scenario);
 
