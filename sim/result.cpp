@@ -58,6 +58,10 @@ nlohmann::ordered_json summary_json(const SimResult& r) {
     e["stage"] = s.stage;
     e["busy_s"] = s.busy_s;
     e["bubble_s"] = s.bubble_s;
+    // The same per iteration, as `compare` reports them (0 for a result of no iteration).
+    const double n = r.iterations > 0 ? r.iterations : 1;
+    e["busy_s_per_iteration"] = s.busy_s / n;
+    e["bubble_s_per_iteration"] = s.bubble_s / n;
     e["optimizer_s"] = s.optimizer_s;
     e["peak_inflight"] = s.peak_inflight;
     e["peak_memory_bytes"] = s.peak_memory_bytes;
