@@ -152,6 +152,15 @@ case "$cmd" in
     done
     echo "== sim_bench --iterations 20 --evaluator events (the event engine)"
     build/tools/bench/sim_bench --iterations 20 --evaluator events "$@"
+    # The schedules of today's runtimes on the same 64 model stages (docs/performance.md).
+    for family in "1f1b" "interleaved-1f1b -v 2" "interleaved-zb -v 2" "zbv" "dualpipev"; do
+      echo "== sim_bench --iterations 20 --schedule $family"
+      # shellcheck disable=SC2086  # the family's options are words
+      build/tools/bench/sim_bench --iterations 20 --schedule $family "$@"
+    done
+    echo "== sim_bench --iterations 20 kfkb k=4 with split backward and dynamic W fill (event engine)"
+    build/tools/bench/sim_bench --iterations 20 --schedule kfkb --k 4 --split-backward --w-fill dynamic \
+      --evaluator events "$@"
     echo "== plan_bench"
     build/tools/bench/plan_bench
     echo "== partition_bench (200 layers into 32 stages)"
