@@ -43,7 +43,7 @@ struct ReplayPlan {
 };
 
 struct ReplayPlanOptions {
-  std::string pipeline_path;      // empty: the plan's `inputs` entry with role "pipeline"
+  std::string pipeline_path;      // empty: the plan's pipeline input, or its model cut at its partition bounds
   std::optional<int> candidate;   // index into `candidates`; none: the chosen plan
 };
 

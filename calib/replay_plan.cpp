@@ -7,6 +7,8 @@
 
 #include "compare.h"
 #include "json_util.h"
+#include "model.h"
+#include "partition.h"
 #include "pipeline.h"
 #include "replay.h"
 
@@ -16,23 +18,51 @@ namespace {
 
 using Kind = planner::ProgramEntry::Kind;
 
-std::string resolve_pipeline_path(const std::string& plan_path, const Field& root) {
-  if (!root.has("inputs"))
-    root.fail("has no inputs (no pipeline file to take the durations from); give --pipeline FILE");
+// The path of the plan's input with `role` ("pipeline", "model"): as written (relative to
+// where `plan` ran), else relative to the plan's directory; "" when the plan has none.
+std::string input_path(const std::string& plan_path, const Field& root, std::string_view role) {
+  if (!root.has("inputs")) return {};
   const Field inputs = root.at("inputs");
   inputs.require_array();
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Field e = inputs.at(i);
-    if (e.at("role").string() != "pipeline") continue;
+    if (e.at("role").string() != role) continue;
     const std::filesystem::path p = e.at("path").string();
-    // As written (relative to where `plan` ran), else relative to the plan's directory.
     if (p.is_absolute() || std::filesystem::exists(p)) return p.string();
     const auto beside = std::filesystem::path(plan_path).parent_path() / p;
     if (std::filesystem::exists(beside)) return beside.string();
-    e.at("path").fail(fmt::format("the pipeline file {} does not exist (nor beside the plan); give --pipeline FILE",
+    e.at("path").fail(fmt::format("the {} file {} does not exist (nor beside the plan); give --pipeline FILE", role,
                                   p.string()));
   }
-  inputs.fail("has no entry with role \"pipeline\"; give --pipeline FILE");
+  return {};
+}
+
+// The pipeline the plan was made from: --pipeline, the plan's pipeline input, or, for a
+// plan made with `plan --model`, the model cut at the plan's partition bounds (what the
+// planner ran).
+sim::Pipeline planned_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
+  plan.pipeline_source = options.pipeline_path.empty() ? input_path(plan.source, root, "pipeline") : options.pipeline_path;
+  if (!plan.pipeline_source.empty()) return sim::load_pipeline(plan.pipeline_source);
+  const std::string model = input_path(plan.source, root, "model");
+  if (model.empty() || !root.has("partition"))
+    root.fail("has no pipeline or model among its inputs (no durations to replay); give --pipeline FILE");
+  const Field bounds_field = root.at("partition").at("bounds");
+  bounds_field.require_array();
+  const planner::Model m = planner::load_model(model);
+  if (bounds_field.size() != static_cast<std::size_t>(plan.stages) + 1)
+    bounds_field.fail(fmt::format("has {} entries, the plan's {} stages need {}", bounds_field.size(), plan.stages,
+                                  plan.stages + 1));
+  // 0 = b_0 < b_1 < ... < b_S = the model's layers: every stage holds at least one layer.
+  std::vector<int> bounds;
+  const std::size_t last = bounds_field.size() - 1;
+  for (std::size_t i = 0; i <= last; ++i) {
+    const int b = bounds_field.at(i).int_in(0, m.num_layers());
+    if ((i == 0 && b != 0) || (i == last && b != m.num_layers()) || (i > 0 && b <= bounds.back()))
+      bounds_field.at(i).fail(fmt::format("bounds must rise from 0 to the model's {} layers", m.num_layers()));
+    bounds.push_back(b);
+  }
+  plan.pipeline_source = fmt::format("{} cut at {}", model, bounds_field.json().dump());
+  return planner::pipeline_of(m, bounds, plan.global_batch_size, plan.memory_limit_bytes.value_or(0.0));
 }
 
 planner::ProgramEntry parse_entry(const Field& e) {
@@ -117,9 +147,7 @@ void read_candidate(const Field& root, const Field& pick, ReplayPlan& plan) {
 
 // Durations and bytes at b, from the pipeline the plan was made from.
 void read_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
-  plan.pipeline_source =
-      options.pipeline_path.empty() ? resolve_pipeline_path(plan.source, root) : options.pipeline_path;
-  sim::Pipeline pipeline = sim::load_pipeline(plan.pipeline_source);
+  sim::Pipeline pipeline = planned_pipeline(root, options, plan);
   if (pipeline.num_stages() != plan.stages)
     throw InputError(fmt::format("{}: stages: the plan has {} stages, the pipeline {} has {}", plan.source,
                                  plan.stages, plan.pipeline_source, pipeline.num_stages()));

@@ -404,6 +404,34 @@ TEST(ReplayPlan, ChosenAndOtherCandidates) {
               HasSubstr("bad.json: devices"));
 }
 
+// A plan made with `plan --model` has no pipeline file among its inputs: the replay cuts
+// the model at the plan's bounds, the pipeline the planner ran (equal to the one
+// --pipeline-output writes); bounds that do not cut the model are one line of bad input.
+TEST(ReplayPlan, PlanFromAModelNeedsNoPipelineFile) {
+  TempDir tmp;
+  const auto plan_path = tmp.path() / "plan.json", pipe = tmp.path() / "pipe.json";
+  const auto r = clirunner::run_adagrouper(fmt::format("plan --model configs/models/gpt2-xl.json --stages 4 --network "
+                                                       "configs/networks/eth-25g.json --output '{}' "
+                                                       "--pipeline-output '{}'",
+                                                       plan_path.string(), pipe.string()),
+                                           tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const calib::ReplayPlan from_model = calib::load_replay_plan(plan_path.string(), {});
+  const calib::ReplayPlan from_file = calib::load_replay_plan(plan_path.string(), {pipe.string(), std::nullopt});
+  EXPECT_THAT(from_model.pipeline_source, HasSubstr("gpt2-xl.json cut at"));
+  ASSERT_EQ(from_model.params.size(), 4u);
+  for (std::size_t s = 0; s < 4; ++s) {
+    EXPECT_DOUBLE_EQ(from_model.params[s].fwd, from_file.params[s].fwd) << s;
+    EXPECT_DOUBLE_EQ(from_model.params[s].bwd, from_file.params[s].bwd) << s;
+    EXPECT_DOUBLE_EQ(from_model.params[s].out, from_file.params[s].out) << s;
+  }
+  json bad = json::parse(clirunner::slurp(plan_path));
+  bad["partition"]["bounds"][2] = bad["partition"]["bounds"][1];
+  const auto bad_path = tmp.write("bad.json", bad);
+  EXPECT_THAT(testutil::input_error([&] { calib::load_replay_plan(bad_path.string(), {}); }),
+              HasSubstr("partition.bounds[2]: bounds must rise from 0"));
+}
+
 // --- the replay under mpirun ------------------------------------------------------
 
 #ifdef ADAGROUPER_CALIB_BIN
