@@ -96,6 +96,11 @@ std::vector<int> micro_batch_sizes(const sim::Pipeline& pipeline, int B) {
         "{}: stages[].profile: no micro-batch size in {}..{} (the range every stage's profile covers) divides "
         "the global batch {}",
         pipeline.source, pipeline.min_micro_batch_size(), pipeline.max_micro_batch_size(), B));
+  // The smallest size has the most micro-batches: refuse a run too large to hold before
+  // evaluating any candidate (as Pipeline::at would, only later).
+  sim::Pipeline at_b = pipeline;
+  at_b.global_batch_size = B;
+  (void)at_b.at(sizes.front(), fmt::format("--global-batch-size {}", B));
   return sizes;
 }
 

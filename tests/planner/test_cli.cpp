@@ -332,6 +332,9 @@ TEST_F(PlanCli, BadCommandLines) {
   expect_bad("plan " + p + " " + n + " --memory-limit abc", {"--memory-limit"});
   expect_bad("plan " + p + " " + n + " --eval-iterations x", {"--eval-iterations"});
   expect_bad("plan " + p + " " + n + " --global-batch-size 0", {"--global-batch-size"});
+  // Refused before any candidate is evaluated: b = 1 gives 2^24 micro-batches on 8 stages.
+  expect_bad("plan " + p + " " + n + " --global-batch-size 16777216",
+             {"--global-batch-size 16777216: micro-batch size 1 gives M = 16777216 micro-batches on 8 stages"});
   expect_bad("plan " + p + " " + n + " --frobnicate", {"--frobnicate"});
   expect_bad("plan --pipeline configs/nope.json " + n, {"configs/nope.json"});
   expect_bad("plan " + p + " --network configs/nope-net.json", {"configs/nope-net.json"});
