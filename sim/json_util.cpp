@@ -442,21 +442,21 @@ void check_schema(const Field& root, std::span<const ObjectKeys> schema, std::st
     const nlohmann::json* value;
     std::string path, shape;  // as Field names it, and with "[]" for the indices
   };
-  std::vector<Node> todo{{&root.json(), root.path(), ""}};  // a stack: the depth costs no recursion
-  while (!todo.empty()) {
-    Node n = std::move(todo.back());
-    todo.pop_back();
+  std::vector<Node> stack{{&root.json(), root.path(), ""}};  // the depth costs no recursion
+  while (!stack.empty()) {
+    Node n = std::move(stack.back());
+    stack.pop_back();
     if (n.value->is_object()) {
       for (const ObjectKeys& o : schema)
         if (o.path == n.shape) Field(*n.value, root.file(), n.path).check_key_list(o.keys, what);
       for (const auto& item : n.value->items())
         if (item.value().is_structured())
-          todo.push_back({&item.value(), n.path.empty() ? item.key() : n.path + "." + item.key(),
+          stack.push_back({&item.value(), n.path.empty() ? item.key() : n.path + "." + item.key(),
                           n.shape.empty() ? item.key() : n.shape + "." + item.key()});
     } else if (n.value->is_array()) {
       for (std::size_t i = 0; i < n.value->size(); ++i)
         if ((*n.value)[i].is_structured())
-          todo.push_back({&(*n.value)[i], fmt::format("{}[{}]", n.path, i), n.shape + "[]"});
+          stack.push_back({&(*n.value)[i], fmt::format("{}[{}]", n.path, i), n.shape + "[]"});
     }
   }
 }

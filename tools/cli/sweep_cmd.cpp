@@ -19,9 +19,9 @@ namespace {
 // Most worker threads --jobs may ask for.
 constexpr int kMaxJobs = 4096;
 
-constexpr const char* kSweepHelp = R"(Usage: adagrouper sweep SPEC --output FILE [--format csv|jsonl] [--jobs N]
+constexpr const char* kSweepHelp = R"(Usage: adagrouper sweep SWEEP.json --output FILE [--format csv|jsonl] [--jobs N]
                         [--shard i/n] [--retry-errors] [--dry-run] [--quiet]
-       mpirun -np N adagrouper sweep SPEC --output FILE ...
+       mpirun -np N adagrouper sweep SWEEP.json --output FILE ...
 
 Runs every simulation a sweep spec describes (a grid or a list over pipelines,
 networks, synthetic trace patterns and their parameters, schedules, k, micro-batch

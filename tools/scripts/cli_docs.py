@@ -106,10 +106,10 @@ def load_programs(paths):
             level.append(Command([os.path.basename(path)], [os.path.abspath(path)], "", text))
         programs = list(level)
         while level:
-            todo = [(parent, name, summary) for parent in level for name, summary in parent.listed()]
-            results = pool.map(run_help, [parent.argv + [name] for parent, name, _ in todo])
+            pending = [(parent, name, summary) for parent in level for name, summary in parent.listed()]
+            results = pool.map(run_help, [parent.argv + [name] for parent, name, _ in pending])
             level = []
-            for (parent, name, summary), (text, ok) in zip(todo, results):
+            for (parent, name, summary), (text, ok) in zip(pending, results):
                 if not ok and summary is not None:
                     raise SystemExit(f"cli_docs.py: {' '.join(parent.argv)} {name} --help failed:\n{text}")
                 if ok:
