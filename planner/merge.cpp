@@ -101,19 +101,7 @@ nlohmann::ordered_json pipeline_file_json(const sim::Pipeline& p) {
     sj["static_bytes"] = st.static_bytes;
     sj["optimizer_s"] = st.optimizer_s;
     auto& prof = sj["profile"] = nlohmann::ordered_json::array();
-    for (const sim::ProfilePoint& pt : st.profile) {
-      nlohmann::ordered_json e;
-      e["micro_batch_size"] = pt.micro_batch_size;
-      e["forward_s"] = pt.forward_s;
-      e["backward_s"] = pt.backward_s;
-      e["activation_bytes"] = pt.activation_bytes;
-      e["output_bytes"] = pt.output_bytes;
-      if (pt.grad_output_bytes) e["grad_output_bytes"] = *pt.grad_output_bytes;
-      if (pt.backward_input_s) e["backward_input_s"] = *pt.backward_input_s;
-      if (pt.backward_weight_s) e["backward_weight_s"] = *pt.backward_weight_s;
-      if (pt.weight_grad_bytes) e["weight_grad_bytes"] = *pt.weight_grad_bytes;
-      prof.push_back(std::move(e));
-    }
+    for (const sim::ProfilePoint& pt : st.profile) prof.push_back(sim::profile_point_json(pt));
     stages.push_back(std::move(sj));
   }
   return j;

@@ -47,16 +47,7 @@ nlohmann::ordered_json pipeline_stage_json(const PartitionResult& r, int s) {
   sj["static_bytes"] = spec.static_bytes;
   sj["optimizer_s"] = spec.optimizer_s;
   auto& prof = sj["profile"] = nlohmann::ordered_json::array();
-  for (const sim::ProfilePoint& p : spec.profile) {
-    nlohmann::ordered_json e;
-    e["micro_batch_size"] = p.micro_batch_size;
-    e["forward_s"] = p.forward_s;
-    e["backward_s"] = p.backward_s;
-    e["activation_bytes"] = p.activation_bytes;
-    if (s + 1 < S) e["output_bytes"] = p.output_bytes;
-    if (p.grad_output_bytes) e["grad_output_bytes"] = *p.grad_output_bytes;
-    prof.push_back(std::move(e));
-  }
+  for (const sim::ProfilePoint& p : spec.profile) prof.push_back(sim::profile_point_json(p, s + 1 < S));
   return sj;
 }
 

@@ -186,4 +186,18 @@ std::vector<StageParams> Pipeline::at(int b, const std::string& what) const {
   return out;
 }
 
+nlohmann::ordered_json profile_point_json(const ProfilePoint& pt, bool with_output) {
+  nlohmann::ordered_json e;
+  e["micro_batch_size"] = pt.micro_batch_size;
+  e["forward_s"] = pt.forward_s;
+  e["backward_s"] = pt.backward_s;
+  e["activation_bytes"] = pt.activation_bytes;
+  if (with_output) e["output_bytes"] = pt.output_bytes;
+  if (pt.grad_output_bytes) e["grad_output_bytes"] = *pt.grad_output_bytes;
+  if (pt.backward_input_s) e["backward_input_s"] = *pt.backward_input_s;
+  if (pt.backward_weight_s) e["backward_weight_s"] = *pt.backward_weight_s;
+  if (pt.weight_grad_bytes) e["weight_grad_bytes"] = *pt.weight_grad_bytes;
+  return e;
+}
+
 }  // namespace adagrouper::sim

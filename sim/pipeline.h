@@ -80,4 +80,9 @@ struct Pipeline {
 Pipeline load_pipeline(const std::filesystem::path& path);
 Pipeline parse_pipeline(const nlohmann::json& doc, const std::string& source);
 
+// One profile entry as a pipeline file writes it (docs/formats.md): its sizes and times,
+// the optional fields only when set; output_bytes left out when `with_output` is false
+// (a last stage sends nothing).
+nlohmann::ordered_json profile_point_json(const ProfilePoint& pt, bool with_output = true);
+
 }  // namespace adagrouper::sim
