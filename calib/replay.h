@@ -1,8 +1,9 @@
 // `adagrouper-calib replay`: run a plan for real and measure it (docs/fidelity.md).
 //
 // Under mpirun, one rank per stage, each rank executes its device program from the plan
-// JSON (`adagrouper plan --output`) for warm-up plus measured iterations: compute ops
-// take the profile's duration for the stage and micro-batch size, sends and recvs move
+// JSON (`adagrouper plan --output`) for warm-up plus measured iterations: compute ops (F,
+// B, and I and W with a split backward, of any model stage the stage runs) take the
+// profile's duration for the model stage and micro-batch size, sends and recvs move
 // the planned bytes over MPI on their own threads, and every op's start and end are
 // recorded on clocks aligned to rank 0. Rank 0 turns the records into a sim::SimResult
 // and writes the same summary JSON and Perfetto timeline as `adagrouper simulate`, so
@@ -23,24 +24,45 @@
 
 namespace adagrouper::calib {
 
-// What to replay: one candidate of a plan, with its device programs and the stage
-// parameters (durations, bytes) at its micro-batch size.
+// What to replay: one candidate of a plan, with its device programs and the parameters
+// (durations, bytes) of its model stages at its micro-batch size. A candidate with v
+// virtual stages runs stages x v model stages, placed as its family places them; the
+// pipeline the plan was made from is merged to that many (planner::merge_model_stages)
+// when it has more.
 struct ReplayPlan {
+  // An ordered pair of stages that exchange messages: one communicator, one channel.
+  struct Channel {
+    int from = 0, to = 0;
+  };
   std::string source;                       // the plan file
   std::string pipeline_source;              // the pipeline file the durations come from
   std::string pipeline;                     // its name
-  int stages = 0;
+  int stages = 0;                           // devices, one rank each
   int global_batch_size = 0;
   std::optional<double> memory_limit_bytes;
-  sim::ScheduleSpec spec;                   // the candidate's schedule (a named family)
+  sim::ScheduleSpec spec;                   // the candidate's schedule (a named family, its v and split)
   int k = 0;                                // the group size results report (sim::Schedule::k)
   int micro_batch_size = 0;
   int micro_batches = 0;
   bool chosen = false;                      // the plan's chosen candidate
   std::optional<double> predicted_iteration_time_s;
-  std::vector<sim::StageParams> params;     // per stage, at micro_batch_size
+  std::vector<sim::StageParams> params;     // per model stage, at micro_batch_size
+  std::vector<int> placement;               // per model stage, the stage it runs on
+  // The channels in the simulator's order: those of the activations, model stage by
+  // model stage, then those of the gradients (s -> s+1 then s+1 -> s with one model
+  // stage per stage).
+  std::vector<Channel> channels;
   std::vector<planner::DeviceProgram> programs;  // per stage, in issue order
+
+  int model_stages() const { return static_cast<int>(params.size()); }
+  int stage_of(int model_stage) const { return placement[static_cast<std::size_t>(model_stage)]; }
+  // The index of channel from -> to in `channels`, or -1.
+  int channel(int from, int to) const;
 };
+
+// Sets plan.placement and plan.channels from the candidate's schedule (its model stages
+// and where they run).
+void place_model_stages(ReplayPlan& plan, const sim::Schedule& schedule);
 
 struct ReplayPlanOptions {
   std::string pipeline_path;      // empty: the plan's pipeline input, or its model cut at its partition bounds
@@ -55,28 +77,30 @@ ReplayPlan load_replay_plan(const std::string& plan_path, const ReplayPlanOption
 
 // One device's program from the plan (planner::DeviceProgram), indexed for the replay:
 // the compute ops in order, each with the recv that brings its input and the send that
-// carries its output, and the sends and recvs in issue order.
+// carries its output, and the sends and recvs in issue order. A compute op whose input
+// is made on the same stage (model stages j and j+1 both there, or its own I for a W)
+// has no recv: the compute stream runs its ops in order.
 struct IndexedProgram {
   struct Compute {
-    sim::Op op;
+    sim::Op op;              // with its model stage
     double duration_s = 0;   // nominal, from the profile
-    int input = -1;          // index into recvs, -1: none (F on stage 0, B on the last stage)
+    int input = -1;          // index into recvs, -1: none (first or last model stage, or a local input)
     int output = -1;         // index into sends, -1: none
   };
   struct Message {
     int peer = 0;
     int tag = 0;
     int micro_batch = 0;
+    int model_stage = 0;     // the model stage that sends it
+    bool gradient = false;   // a gradient (backward), else an activation
     std::size_t bytes = 0;
-    int side = 0;            // 0: the channel with stage - 1, 1: with stage + 1
-    int position = 0;        // index among this side's messages in this direction
+    int channel = 0;         // index into ReplayPlan::channels
+    int position = 0;        // index among this channel's messages
     int compute = 0;         // the compute op that produces (sends) or consumes (recvs) it
   };
   int stage = 0;
   std::vector<Compute> compute;
   std::vector<Message> sends, recvs;
-  int sends_per_side[2] = {0, 0};
-  int recvs_per_side[2] = {0, 0};
 };
 
 // Indexes stage s's program; throws InputError (naming the plan file, the stage and the
@@ -106,9 +130,10 @@ struct Measurements {
 // simulator's definitions. A transfer runs from max(its post, the end of the previous
 // transfer on its channel) to its arrival. In-flight micro-batches, receive-buffer
 // depths and memory are the simulator's own accounting (sim/accounting.h) of the
-// measured times: a micro-batch is in flight from its F's start to its B's end, a
-// message waits from its arrival until the op that consumes it starts. With `timeline`,
-// the Timeline as the simulator records it.
+// measured times (docs/model.md §5 and §14): a (model stage, micro-batch) is in flight
+// from its F's start to its last backward op's end, I hands the activations W still
+// needs over to W, a message waits from its arrival until the op that consumes it
+// starts. With `timeline`, the Timeline as the simulator records it.
 sim::SimResult measured_result(const ReplayPlan& plan, const std::vector<IndexedProgram>& indexed,
                                const Measurements& m, bool timeline);
 

@@ -1,7 +1,10 @@
 // The replay's plan (calib/replay.h): one candidate of a plan file, its programs indexed.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -49,10 +52,10 @@ sim::Pipeline planned_pipeline(const Field& root, const ReplayPlanOptions& optio
   const Field bounds_field = root.at("partition").at("bounds");
   bounds_field.require_array();
   const planner::Model m = planner::load_model(model);
-  if (bounds_field.size() != static_cast<std::size_t>(plan.stages) + 1)
-    bounds_field.fail(fmt::format("has {} entries, the plan's {} stages need {}", bounds_field.size(), plan.stages,
-                                  plan.stages + 1));
-  // 0 = b_0 < b_1 < ... < b_S = the model's layers: every stage holds at least one layer.
+  if (bounds_field.size() < static_cast<std::size_t>(plan.stages) + 1)
+    bounds_field.fail(fmt::format("has {} entries, the plan's {} stages need at least {}", bounds_field.size(),
+                                  plan.stages, plan.stages + 1));
+  // 0 = b_0 < b_1 < ... < b_J = the model's layers: every model stage holds at least one layer.
   std::vector<int> bounds;
   const std::size_t last = bounds_field.size() - 1;
   for (std::size_t i = 0; i <= last; ++i) {
@@ -65,55 +68,39 @@ sim::Pipeline planned_pipeline(const Field& root, const ReplayPlanOptions& optio
   return planner::pipeline_of(m, bounds, plan.global_batch_size, plan.memory_limit_bytes.value_or(0.0));
 }
 
-planner::ProgramEntry parse_entry(const Field& e) {
+constexpr std::pair<std::string_view, Kind> kEntryKinds[] = {
+    {"forward", Kind::Forward},   {"backward", Kind::Backward}, {"backward_input", Kind::BackwardInput},
+    {"backward_weight", Kind::BackwardWeight}, {"send", Kind::Send}, {"recv", Kind::Recv}};
+
+planner::ProgramEntry parse_entry(const Field& e, int stage, int model_stages) {
   const std::string op = e.at("op").string();
-  planner::ProgramEntry x{Kind::Forward};
+  const auto* kind = std::find_if(std::begin(kEntryKinds), std::end(kEntryKinds), [&](auto& k) { return k.first == op; });
+  if (kind == std::end(kEntryKinds))
+    e.at("op").fail(fmt::format(
+        "must be forward, backward, backward_input, backward_weight, send or recv, got \"{}\"", op));
+  planner::ProgramEntry x{kind->second};
   x.micro_batch = e.at("micro_batch").int_in(0, sim::kMaxBatchSize);
-  if (op == "forward" || op == "backward") {
-    x.kind = op == "forward" ? Kind::Forward : Kind::Backward;
-  } else if (op == "send" || op == "recv") {
-    x.kind = op == "send" ? Kind::Send : Kind::Recv;
+  // adagrouper.plan/1 has no model stages: the stage's own.
+  x.model_stage = e.has("model_stage") ? e.at("model_stage").int_in(0, model_stages - 1) : stage;
+  if (x.kind == Kind::Send || x.kind == Kind::Recv) {
     if (e.has("stream") && e.at("stream").string() != op)
       e.at("stream").fail(fmt::format("must be \"{}\" (sends and recvs run on their own streams)", op));
     x.peer = e.at("peer").int_in(0, sim::kMaxStages);
     x.bytes = e.at("bytes").number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
     x.tag = e.at("tag").int_in(0);
     x.communicator = e.at("communicator").int_in(0);
-  } else {
-    e.at("op").fail(fmt::format("must be forward, backward, send or recv, got \"{}\"", op));
   }
   return x;
 }
 
-planner::DeviceProgram parse_program(const Field& dev, int stage) {
+planner::DeviceProgram parse_program(const Field& dev, int stage, int model_stages) {
   planner::DeviceProgram p;
   p.stage = stage;
   if (dev.at("stage").integer() != stage) dev.at("stage").fail(fmt::format("must be {} (devices in stage order)", stage));
   const Field prog = dev.at("program");
   prog.require_array();
-  for (std::size_t i = 0; i < prog.size(); ++i) p.entries.push_back(parse_entry(prog.at(i)));
+  for (std::size_t i = 0; i < prog.size(); ++i) p.entries.push_back(parse_entry(prog.at(i), stage, model_stages));
   return p;
-}
-
-// The schedule a candidate names: its family, with its "k" for the families that take one.
-sim::ScheduleSpec schedule_spec(const Field& candidate) {
-  const std::string family = candidate.at("schedule").string();
-  const sim::ScheduleFamily* f = sim::find_schedule_family(family);
-  if (f && f->takes_k) return sim::ScheduleSpec::named(family, candidate.at("k").int_in(1, sim::kMaxBatchSize));
-  return sim::ScheduleSpec::named(family);
-}
-
-// This harness runs one model stage per device with a whole backward: a candidate
-// (adagrouper.plan/2) with virtual stages or a split backward is refused by name.
-void refuse_model_stages(const Field& candidate) {
-  if (candidate.has("virtual_stages") && candidate.at("virtual_stages").int_in(1, sim::kMaxStages) != 1)
-    candidate.at("virtual_stages").fail(
-        fmt::format("replay runs one model stage per device; {} with {} virtual stages cannot be replayed yet",
-                    candidate.at("schedule").string(), candidate.at("virtual_stages").integer()));
-  if (candidate.has("split_backward") && candidate.at("split_backward").boolean())
-    candidate.at("split_backward").fail(
-        fmt::format("replay runs the backward as one op; {} with a split backward cannot be replayed yet",
-                    candidate.at("schedule").string()));
 }
 
 // The candidate to replay: the chosen plan, or candidates[options.candidate].
@@ -130,9 +117,10 @@ Field pick_candidate(const Field& root, const ReplayPlanOptions& options) {
 
 // The schedule, sizes and prediction of the candidate `pick`, and whether it is the chosen one.
 void read_candidate(const Field& root, const Field& pick, ReplayPlan& plan) {
-  plan.spec = schedule_spec(pick);
-  refuse_model_stages(pick);
-  plan.k = pick.at("k").int_in(1, sim::kMaxBatchSize);
+  if (pick.has("status") && pick.at("status").string() == "refused")
+    pick.at("status").fail("this candidate was refused by its family: there is nothing to replay");
+  plan.spec = sim::planned_spec(pick);
+  plan.k = pick.at("k").int_in(0, sim::kMaxBatchSize);
   plan.micro_batch_size = pick.at("micro_batch_size").int_in(1, sim::kMaxBatchSize);
   plan.micro_batches = pick.at("micro_batches").int_in(1, sim::kMaxBatchSize);
   if (static_cast<long long>(plan.micro_batches) * plan.micro_batch_size != plan.global_batch_size)
@@ -141,25 +129,37 @@ void read_candidate(const Field& root, const Field& pick, ReplayPlan& plan) {
   if (pick.has("predicted_iteration_time_s") && !pick.at("predicted_iteration_time_s").json().is_null())
     plan.predicted_iteration_time_s = pick.at("predicted_iteration_time_s").positive();
   const Field chosen = root.at("chosen");
-  plan.chosen = schedule_spec(chosen) == plan.spec && chosen.at("k").integer() == plan.k &&
-                chosen.at("micro_batch_size").integer() == plan.micro_batch_size;
+  plan.chosen = sim::planned_spec(chosen) == plan.spec && chosen.at("micro_batch_size").integer() == plan.micro_batch_size;
+  // Dynamic W fill places W where the simulated run had time for them: the plan records
+  // that order for its chosen candidate only.
+  if (!plan.chosen && plan.spec.w_fill == sim::WFill::Dynamic)
+    pick.at("w_fill").fail("dynamic: the order of W ops is the simulated run's, which the plan records for its "
+                           "chosen candidate only; replay the chosen one, or plan with --families to choose this one");
 }
 
-// Durations and bytes at b, from the pipeline the plan was made from.
+// Durations and bytes at b, per model stage, from the pipeline the plan was made from,
+// merged to the candidate's model stages when it has more.
 void read_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
   sim::Pipeline pipeline = planned_pipeline(root, options, plan);
-  if (pipeline.num_stages() != plan.stages)
-    throw InputError(fmt::format("{}: stages: the plan has {} stages, the pipeline {} has {}", plan.source,
-                                 plan.stages, plan.pipeline_source, pipeline.num_stages()));
+  const int wanted = plan.stages * plan.spec.virtual_stages;
+  if (pipeline.num_stages() < wanted || pipeline.num_stages() % wanted != 0)
+    throw InputError(fmt::format("{}: stages: the candidate runs {} model stages ({} stages x {} virtual stages), the "
+                                 "pipeline {} has {}, not a multiple",
+                                 plan.source, wanted, plan.stages, plan.spec.virtual_stages, plan.pipeline_source,
+                                 pipeline.num_stages()));
+  if (pipeline.num_stages() != wanted) pipeline = planner::merge_model_stages(pipeline, wanted);
   plan.pipeline = pipeline.name;
   pipeline.global_batch_size = plan.global_batch_size;  // the plan may have overridden B
   plan.params = pipeline.at(plan.micro_batch_size, fmt::format("{}: micro_batch_size", plan.source));
 }
 
-// The chosen candidate's programs are the plan's `devices`; another's, the planner's own.
+// The candidate's schedule: where its model stages run, the channels between them, and
+// its programs. The chosen candidate's programs are the plan's `devices`; another's,
+// the planner's own.
 void read_programs(const Field& root, ReplayPlan& plan) {
+  const sim::Schedule schedule = sim::make_schedule(plan.spec, plan.stages, plan.micro_batches);
+  place_model_stages(plan, schedule);
   if (!plan.chosen) {
-    const sim::Schedule schedule = sim::make_schedule(plan.spec, plan.stages, plan.micro_batches);
     plan.programs = planner::device_programs(schedule, plan.params);
     return;
   }
@@ -167,12 +167,30 @@ void read_programs(const Field& root, ReplayPlan& plan) {
   devices.require_array();
   if (devices.size() != static_cast<std::size_t>(plan.stages))
     devices.fail(fmt::format("has {} devices, the plan {} stages", devices.size(), plan.stages));
-  for (int s = 0; s < plan.stages; ++s) plan.programs.push_back(parse_program(devices.at(s), s));
+  for (int s = 0; s < plan.stages; ++s)
+    plan.programs.push_back(parse_program(devices.at(s), s, plan.model_stages()));
   const auto problems = planner::validate_programs(plan.programs);
   if (!problems.empty()) devices.fail(fmt::format("the programs are inconsistent: {}", problems.front()));
 }
 
 }  // namespace
+
+void place_model_stages(ReplayPlan& plan, const sim::Schedule& schedule) {
+  plan.placement.clear();
+  plan.channels.clear();
+  for (int j = 0; j < schedule.num_model_stages(); ++j) plan.placement.push_back(schedule.stage_of(j));
+  auto add = [&](int from, int to) {
+    if (from != to && plan.channel(from, to) < 0) plan.channels.push_back({from, to});
+  };
+  for (int j = 0; j + 1 < schedule.num_model_stages(); ++j) add(plan.stage_of(j), plan.stage_of(j + 1));
+  for (int j = 0; j + 1 < schedule.num_model_stages(); ++j) add(plan.stage_of(j + 1), plan.stage_of(j));
+}
+
+int ReplayPlan::channel(int from, int to) const {
+  for (std::size_t c = 0; c < channels.size(); ++c)
+    if (channels[c].from == from && channels[c].to == to) return static_cast<int>(c);
+  return -1;
+}
 
 ReplayPlan load_replay_plan(const std::string& plan_path, const ReplayPlanOptions& options) {
   const nlohmann::json doc = read_json_file(plan_path);
@@ -200,16 +218,18 @@ namespace {
 
 // Indexes one stage's program: first its compute ops, then each send and recv attached
 // to the op that produces or consumes it, then the checks that every op has the
-// messages it needs and that they are issued in an order that can run.
+// messages (or the local op) it needs and that they are issued in an order that can run.
 class Indexer {
  public:
   Indexer(const ReplayPlan& plan, int stage)
       : plan_(plan),
         stage_(stage),
         entries_(plan.programs.at(static_cast<std::size_t>(stage)).entries),
-        par_(plan.params.at(static_cast<std::size_t>(stage))),
-        compute_of_(2 * static_cast<std::size_t>(plan.micro_batches), -1) {
+        op_at_(4 * static_cast<std::size_t>(plan.model_stages()) * static_cast<std::size_t>(plan.micro_batches), -1),
+        positions_(plan.channels.size(), 0) {
     p_.stage = stage;
+    for (int j = 0; j < plan.model_stages(); ++j)
+      if (plan.stage_of(j) == stage) locals_.push_back(j);
   }
 
   IndexedProgram run() {
@@ -218,67 +238,125 @@ class Indexer {
     check_every_op_present();
     for (std::size_t i = 0; i < entries_.size(); ++i)
       if (!is_compute(entries_[i])) add_message(i);
-    check_every_op_linked();
+    for (std::size_t c = 0; c < p_.compute.size(); ++c) check_linked(p_.compute[c], static_cast<int>(c));
     check_issue_order();
     return std::move(p_);
   }
 
  private:
-  static bool is_compute(const planner::ProgramEntry& e) { return e.kind == Kind::Forward || e.kind == Kind::Backward; }
+  static bool is_compute(const planner::ProgramEntry& e) { return e.kind != Kind::Send && e.kind != Kind::Recv; }
+  static sim::Phase phase_of(Kind k) {
+    return k == Kind::Forward ? sim::Phase::Forward
+           : k == Kind::Backward ? sim::Phase::Backward
+           : k == Kind::BackwardInput ? sim::Phase::BackwardInput
+                                      : sim::Phase::BackwardWeight;
+  }
 
   std::string where(std::size_t i) const {
     return fmt::format("{}: devices[{}].program[{}]", plan_.source, stage_, i);
   }
-  int& compute_slot(int micro_batch, bool backward) {
-    return compute_of_[2 * static_cast<std::size_t>(micro_batch) + (backward ? 1 : 0)];
+  // The position in p_.compute of the op (j, m, phase), -1: not listed.
+  int& op_at(int j, int m, sim::Phase ph) {
+    return op_at_[(static_cast<std::size_t>(j) * static_cast<std::size_t>(plan_.micro_batches) +
+                   static_cast<std::size_t>(m)) * 4 + static_cast<std::size_t>(ph)];
+  }
+  // The backward op of (j, m) that sends the gradient: B, or I with a split backward.
+  int backward_at(int j, int m) {
+    const int b = op_at(j, m, sim::Phase::Backward);
+    return b >= 0 ? b : op_at(j, m, sim::Phase::BackwardInput);
+  }
+  std::string op_label(int j, int m, sim::Phase ph) const {
+    return fmt::format("{} of model stage {}", sim::op_name({ph, m, j}), j);
   }
   void check_micro_batch(std::size_t i) const {
     if (entries_[i].micro_batch >= plan_.micro_batches)
       throw InputError(fmt::format("{}: micro-batch {} does not exist (M = {})", where(i), entries_[i].micro_batch,
                                    plan_.micro_batches));
   }
+  void check_here(std::size_t i, int j) const {
+    if (plan_.stage_of(j) != stage_)
+      throw InputError(fmt::format("{}: model stage {} runs on stage {}, not on stage {}", where(i), j,
+                                   plan_.stage_of(j), stage_));
+  }
 
   void add_compute(std::size_t i) {
     const auto& e = entries_[i];
     check_micro_batch(i);
-    const bool bwd = e.kind == Kind::Backward;
-    int& slot = compute_slot(e.micro_batch, bwd);
-    if (slot >= 0) throw InputError(fmt::format("{}: {}{} is repeated", where(i), bwd ? 'B' : 'F', e.micro_batch));
+    check_here(i, e.model_stage);
+    const sim::Phase ph = phase_of(e.kind);
+    int& slot = op_at(e.model_stage, e.micro_batch, ph);
+    if (slot >= 0) throw InputError(fmt::format("{}: {} is repeated", where(i), op_label(e.model_stage, e.micro_batch, ph)));
     slot = static_cast<int>(p_.compute.size());
-    // One model stage per stage: the stage's own.
-    const sim::Op op{bwd ? sim::Phase::Backward : sim::Phase::Forward, e.micro_batch, stage_};
-    p_.compute.push_back({op, bwd ? par_.bwd : par_.fwd});
+    const sim::StageParams& par = plan_.params[static_cast<std::size_t>(e.model_stage)];
+    const double durations[4] = {par.fwd, par.bwd, par.bwd_input, par.bwd_weight};
+    p_.compute.push_back({{ph, e.micro_batch, e.model_stage}, durations[static_cast<int>(ph)]});
   }
 
+  // Every (model stage, micro-batch) of this stage has its F, and either a B or an I and a W.
   void check_every_op_present() {
-    for (int m = 0; m < plan_.micro_batches; ++m)
-      for (const bool bwd : {false, true})
-        if (compute_slot(m, bwd) < 0)
-          throw InputError(
-              fmt::format("{}: devices[{}]: {}{} is missing", plan_.source, stage_, bwd ? 'B' : 'F', m));
+    for (const int j : locals_)
+      for (int m = 0; m < plan_.micro_batches; ++m) {
+        const bool f = op_at(j, m, sim::Phase::Forward) >= 0, b = op_at(j, m, sim::Phase::Backward) >= 0;
+        const bool in = op_at(j, m, sim::Phase::BackwardInput) >= 0, w = op_at(j, m, sim::Phase::BackwardWeight) >= 0;
+        std::string_view missing;
+        if (!f) {
+          missing = "F";
+        } else if (b && (in || w)) {
+          throw InputError(fmt::format("{}: devices[{}]: micro-batch {} of model stage {} has both a B and a split "
+                                       "backward",
+                                       plan_.source, stage_, m, j));
+        } else if (!b && !in && !w) {
+          missing = "B (or I and W)";
+        } else if (!b && in != w) {
+          missing = in ? "W" : "I";
+        }
+        if (!missing.empty())
+          throw InputError(fmt::format("{}: devices[{}]: {}{} of model stage {} is missing", plan_.source, stage_,
+                                       missing, m, j));
+      }
   }
 
-  // The tag and peer of a send or recv: the neighbour the message goes to or comes from.
-  void check_route(std::size_t i) const {
+  // The tag the planner gives the message model stage j sends for micro-batch m
+  // (docs/model.md §11): 2 (m v + l) + gradient, l its index among its stage's v.
+  int tag_of(int j, int m, bool gradient) const {
+    const int s = plan_.stage_of(j);
+    int v = 0, l = 0;
+    for (int x = 0; x < plan_.model_stages(); ++x) {
+      if (plan_.stage_of(x) != s) continue;
+      ++v;
+      if (x < j) ++l;
+    }
+    return 2 * (m * v + l) + (gradient ? 1 : 0);
+  }
+
+  // A send carries the output of its model stage to the next (activation) or previous
+  // (gradient) one; a recv brings its model stage's input from there. Returns the model
+  // stage that sends it, checked with the peer and the tag.
+  int route(std::size_t i, bool gradient) const {
     const auto& e = entries_[i];
     const bool send = e.kind == Kind::Send;
-    check_micro_batch(i);
-    const bool gradient = e.tag % 2 == 1;
-    if (e.tag != 2 * e.micro_batch + gradient)
-      throw InputError(fmt::format("{}: tag {} is not 2m or 2m+1 for micro-batch {}", where(i), e.tag, e.micro_batch));
-    // Activations go up (s -> s+1), gradients down.
-    const int expect_peer = send == gradient ? stage_ - 1 : stage_ + 1;
-    if (e.peer != expect_peer || expect_peer < 0 || expect_peer >= plan_.stages)
-      throw InputError(fmt::format("{}: peer {} is not the neighbour a{} {} {} of stage {}", where(i), e.peer,
-                                   gradient ? " gradient" : "n activation", send ? "goes to" : "comes from",
-                                   expect_peer, stage_));
+    check_here(i, e.model_stage);
+    const int other = send == gradient ? e.model_stage - 1 : e.model_stage + 1;
+    const char* what = gradient ? "a gradient" : "an activation";
+    if (other < 0 || other >= plan_.model_stages())
+      throw InputError(fmt::format("{}: model stage {} {} no {}", where(i), e.model_stage,
+                                   send ? "sends" : "receives", what));
+    const int sender = send ? e.model_stage : other;
+    if (e.peer != plan_.stage_of(other) || e.peer == stage_)
+      throw InputError(fmt::format("{}: peer {} is not the stage model stage {} runs on ({}), which {} {} {}", where(i),
+                                   e.peer, other, plan_.stage_of(other), send ? "receives" : "sends", what,
+                                   send ? "from here" : "to here"));
+    if (e.tag != tag_of(sender, e.micro_batch, gradient))
+      throw InputError(fmt::format("{}: tag {} is not {}, the tag of {} of model stage {} for micro-batch {}", where(i),
+                                   e.tag, tag_of(sender, e.micro_batch, gradient), what, sender, e.micro_batch));
+    return sender;
   }
 
   // The size of a send or recv: the sender's message in the plan's pipeline at b.
-  void check_size(std::size_t i) const {
+  void check_size(std::size_t i, int sender, bool gradient) const {
     const auto& e = entries_[i];
-    const auto& sender = e.kind == Kind::Send ? par_ : plan_.params[static_cast<std::size_t>(e.peer)];
-    const double expect_bytes = e.tag % 2 == 1 ? sender.gout : sender.out;
+    const auto& par = plan_.params[static_cast<std::size_t>(sender)];
+    const double expect_bytes = gradient ? par.gout : par.out;
     if (std::llround(e.bytes) != std::llround(expect_bytes))
       throw InputError(fmt::format("{}: bytes {} is not the pipeline's {} at b = {}", where(i), e.bytes, expect_bytes,
                                    plan_.micro_batch_size));
@@ -287,46 +365,62 @@ class Indexer {
                                    where(i), e.bytes));
   }
 
-  // F(m) sends the activation and consumes the one from below; B(m) the gradients.
+  // F(j, m) sends the activation and consumes the one from j - 1; the backward of (j, m)
+  // (B, or I) the gradients.
   void add_message(std::size_t i) {
-    check_route(i);
+    check_micro_batch(i);
     const auto& e = entries_[i];
-    const bool send = e.kind == Kind::Send;
-    const bool gradient = e.tag % 2 == 1;
-    const int c = compute_slot(e.micro_batch, gradient);
+    const bool send = e.kind == Kind::Send, gradient = e.tag % 2 == 1;
+    const int sender = route(i, gradient);
+    const int j = e.model_stage, m = e.micro_batch;
+    const int c = gradient ? backward_at(j, m) : op_at(j, m, sim::Phase::Forward);
+    if (c < 0) throw InputError(fmt::format("{}: no op of model stage {} {} it", where(i), j, send ? "sends" : "consumes"));
     IndexedProgram::Compute& op = p_.compute[static_cast<std::size_t>(c)];
     int& link = send ? op.output : op.input;
     if (link >= 0)
-      throw InputError(fmt::format("{}: {} {}{} twice", where(i), send ? "sends the output of" : "receives the input of",
-                                   gradient ? 'B' : 'F', e.micro_batch));
-    check_size(i);
+      throw InputError(fmt::format("{}: {} {} twice", where(i), send ? "sends the output of" : "receives the input of",
+                                   op_label(j, m, op.op.phase)));
+    check_size(i, sender, gradient);
     IndexedProgram::Message msg;
     msg.peer = e.peer;
     msg.tag = e.tag;
-    msg.micro_batch = e.micro_batch;
+    msg.micro_batch = m;
+    msg.model_stage = sender;
+    msg.gradient = gradient;
     msg.bytes = static_cast<std::size_t>(std::llround(e.bytes));
-    msg.side = e.peer > stage_ ? 1 : 0;
+    msg.channel = send ? plan_.channel(stage_, e.peer) : plan_.channel(e.peer, stage_);
+    if (msg.channel < 0)
+      throw InputError(fmt::format("{}: stages {} and {} exchange no messages in this schedule", where(i), stage_, e.peer));
+    msg.position = positions_[static_cast<std::size_t>(msg.channel)]++;
     msg.compute = c;
     auto& list = send ? p_.sends : p_.recvs;
-    auto& per_side = send ? p_.sends_per_side : p_.recvs_per_side;
-    msg.position = per_side[msg.side]++;
     link = static_cast<int>(list.size());
     list.push_back(msg);
   }
 
-  void check_every_op_linked() const {
-    const int S = plan_.stages;
-    for (const auto& op : p_.compute) {
-      const bool bwd = op.op.phase == sim::Phase::Backward;
-      const bool needs_input = bwd ? stage_ + 1 < S : stage_ > 0;
-      const bool needs_output = bwd ? stage_ > 0 : stage_ + 1 < S;
-      if (needs_input && op.input < 0)
-        throw InputError(fmt::format("{}: devices[{}]: {} has no recv of its input", plan_.source, stage_,
-                                     sim::op_name(op.op)));
-      if (needs_output && op.output < 0)
-        throw InputError(fmt::format("{}: devices[{}]: {} has no send of its output", plan_.source, stage_,
-                                     sim::op_name(op.op)));
+  // Compute op c (of model stage j) has the recv of its input when that is made on
+  // another stage, and otherwise comes after the op that makes it; it has the send of
+  // its output when that goes to another stage.
+  void check_linked(const IndexedProgram::Compute& op, int c) {
+    const int j = op.op.model_stage, m = op.op.micro_batch, J = plan_.model_stages();
+    const sim::Phase ph = op.op.phase;
+    const bool fwd = ph == sim::Phase::Forward, w = ph == sim::Phase::BackwardWeight;
+    const int from = fwd ? j - 1 : w ? j : j + 1 < J ? j + 1 : j;  // whose op makes the input; -1: none
+    const int to = fwd ? (j + 1 < J ? j + 1 : -1) : w ? -1 : j - 1;  // who takes the output; -1: nobody
+    const std::string name = op_label(j, m, ph);
+    if (from >= 0 && plan_.stage_of(from) != stage_ && op.input < 0)
+      throw InputError(fmt::format("{}: devices[{}]: {} has no recv of its input", plan_.source, stage_, name));
+    if (from >= 0 && plan_.stage_of(from) == stage_) {
+      const int producer = w ? op_at(j, m, sim::Phase::BackwardInput)
+                           : fwd ? op_at(from, m, sim::Phase::Forward)
+                           : from == j ? op_at(j, m, sim::Phase::Forward)
+                                       : backward_at(from, m);
+      if (producer < 0 || producer > c)
+        throw InputError(fmt::format("{}: devices[{}]: {} comes before the op on this stage that makes its input",
+                                     plan_.source, stage_, name));
     }
+    if (to >= 0 && plan_.stage_of(to) != stage_ && op.output < 0 && (fwd || backward_at(j, m) == c))
+      throw InputError(fmt::format("{}: devices[{}]: {} has no send of its output", plan_.source, stage_, name));
   }
 
   // A recv must come before its consumer, a send after its producer.
@@ -349,8 +443,9 @@ class Indexer {
   const ReplayPlan& plan_;
   const int stage_;
   const std::vector<planner::ProgramEntry>& entries_;
-  const sim::StageParams& par_;
-  std::vector<int> compute_of_;  // [2 * micro-batch + backward]: index into p_.compute, -1: not yet
+  std::vector<int> locals_;      // the model stages this stage runs
+  std::vector<int> op_at_;       // [(j M + m) 4 + phase]: index into p_.compute, -1: not listed
+  std::vector<int> positions_;   // per channel: its messages indexed so far
   IndexedProgram p_;
 };
 

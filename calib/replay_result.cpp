@@ -39,8 +39,8 @@ sim::SimResult result_of(const ReplayPlan& plan, const Measurements& m) {
   r.micro_batches = plan.micro_batches;
   r.global_batch_size = plan.global_batch_size;
   r.num_stages = plan.stages;
-  r.model_stages = plan.stages;  // one model stage per stage
-  r.virtual_stages = 1;
+  r.model_stages = plan.model_stages();
+  r.virtual_stages = plan.spec.virtual_stages;
   r.iterations = m.iterations;
   r.start_time_s = m.start_time_s;
   r.memory_limit_bytes = plan.memory_limit_bytes;
@@ -52,9 +52,86 @@ sim::SimResult result_of(const ReplayPlan& plan, const Measurements& m) {
   return r;
 }
 
-// Stage s's compute ops: busy and optimizer time, the ops on the timeline, and the
-// micro-batches in flight as count changes (+1 when F starts, -1 when B ends).
-void add_compute(const MeasuredRun& run, int s, sim::SimResult& r, std::vector<sim::CountChange>& changes) {
+// A stage's counts as the simulator keeps them (docs/model.md §5, §14), in its order: per
+// model stage the stage runs, its activations and the part W still needs; per model
+// stage whose input comes from another stage, the term its waiting activation and
+// gradient messages count in; then the counts that hold no memory: micro-batches in
+// flight, and the messages waiting on each channel into the stage.
+struct StageLayout {
+  sim::StageCounts counts;
+  std::vector<int> local;                        // per model stage: its index here, -1 elsewhere
+  std::vector<std::uint32_t> slot_f, slot_b;     // per model stage here: its input's term
+  std::uint32_t inflight = 0;
+  std::vector<std::uint32_t> depth;              // per plan channel into this stage: its count
+
+  std::uint32_t act(int j) const { return 2 * static_cast<std::uint32_t>(local[static_cast<std::size_t>(j)]); }
+};
+
+StageLayout layout_of(const ReplayPlan& plan, int s) {
+  const int J = plan.model_stages();
+  StageLayout L;
+  L.local.assign(static_cast<std::size_t>(J), -1);
+  L.slot_f.assign(static_cast<std::size_t>(J), 0);
+  L.slot_b.assign(static_cast<std::size_t>(J), 0);
+  auto& bytes = L.counts.bytes;
+  std::vector<int> mine;
+  for (int j = 0; j < J; ++j)
+    if (plan.stage_of(j) == s) {
+      L.local[static_cast<std::size_t>(j)] = static_cast<int>(mine.size());
+      mine.push_back(j);
+      const sim::StageParams& p = plan.params[static_cast<std::size_t>(j)];
+      L.counts.static_bytes += p.static_bytes;
+      bytes.push_back(p.act);
+      bytes.push_back(p.wgrad);
+    }
+  auto slot = [&](double b) {
+    bytes.push_back(b);
+    return static_cast<std::uint32_t>(bytes.size() - 1);
+  };
+  for (const int j : mine) {
+    const std::size_t u = static_cast<std::size_t>(j);
+    if (j > 0 && plan.stage_of(j - 1) != s) L.slot_f[u] = slot(plan.params[u - 1].out);
+    if (j + 1 < J && plan.stage_of(j + 1) != s) L.slot_b[u] = slot(plan.params[u + 1].gout);
+  }
+  std::uint32_t next = static_cast<std::uint32_t>(bytes.size());
+  L.inflight = next++;
+  L.depth.assign(plan.channels.size(), 0);
+  for (std::size_t c = 0; c < plan.channels.size(); ++c)
+    if (plan.channels[c].to == s) L.depth[c] = next++;
+  L.counts.counts = next;
+  return L;
+}
+
+// The count changes of one compute op (docs/model.md §14): F allocates its activations
+// when it starts, B releases them when it ends, I hands the part W needs over to W, and
+// a (model stage, micro-batch) leaves the in-flight count with its last backward op.
+void op_changes(const StageLayout& L, const sim::Op& op, double start, double end,
+                std::vector<sim::CountChange>& changes) {
+  const std::uint32_t act = L.act(op.model_stage);
+  switch (op.phase) {
+    case sim::Phase::Forward:
+      changes.push_back({start, act, +1});
+      changes.push_back({start, L.inflight, +1});
+      break;
+    case sim::Phase::Backward:
+      changes.push_back({end, act, -1});
+      changes.push_back({end, L.inflight, -1});
+      break;
+    case sim::Phase::BackwardInput:
+      changes.push_back({end, act, -1});
+      changes.push_back({end, act + 1, +1});
+      break;
+    case sim::Phase::BackwardWeight:
+      changes.push_back({end, act + 1, -1});
+      changes.push_back({end, L.inflight, -1});
+      break;
+  }
+}
+
+// Stage s's compute ops: busy and optimizer time, the ops on the timeline, and their
+// count changes.
+void add_compute(const MeasuredRun& run, const StageLayout& L, int s, sim::SimResult& r,
+                 std::vector<sim::CountChange>& changes) {
   const IndexedProgram& p = run.program(s);
   const RankRecord& rec = run.record(s);
   const std::size_t nops = p.compute.size();
@@ -68,63 +145,68 @@ void add_compute(const MeasuredRun& run, int s, sim::SimResult& r, std::vector<s
       out.busy_s += b - a;
       ++r.compute_ops;
       if (r.timeline) r.timeline->ops.push_back({s, i - run.first(), op, run.at(a), run.at(b)});
-      if (op.phase == sim::Phase::Forward) {
-        changes.push_back({run.at(a), sim::Count::Inflight, +1});
-      } else {
-        changes.push_back({run.at(b), sim::Count::Inflight, -1});
-      }
+      op_changes(L, op, run.at(a), run.at(b), changes);
     }
     out.optimizer_s += rec.iteration_end[static_cast<std::size_t>(i)] - rec.op_end[base + nops - 1];
   }
   out.bubble_s = r.total_time_s - out.busy_s;
 }
 
-// The receiver's recvs on the channel from `from`, by position.
-std::vector<std::size_t> recvs_by_position(const IndexedProgram& rx, int rx_side) {
-  std::vector<std::size_t> index(static_cast<std::size_t>(rx.recvs_per_side[rx_side]));
-  for (std::size_t q = 0; q < rx.recvs.size(); ++q)
-    if (rx.recvs[q].side == rx_side) index[static_cast<std::size_t>(rx.recvs[q].position)] = q;
+// The receiver's recvs on channel c, by position.
+std::vector<std::size_t> recvs_by_position(const IndexedProgram& rx, int c) {
+  std::vector<std::size_t> index;
+  for (std::size_t q = 0; q < rx.recvs.size(); ++q) {
+    if (rx.recvs[q].channel != c) continue;
+    const auto at = static_cast<std::size_t>(rx.recvs[q].position);
+    if (index.size() <= at) index.resize(at + 1);
+    index[at] = q;
+  }
   return index;
 }
 
-// The channel from -> to: its transfers, busy time and the transfers on the timeline;
-// the receiver's buffer depth as count changes (+1 when a message arrives, -1 when the
-// op that consumes it starts, or at its arrival if that is later). Its peak depth comes
-// later, from the receiver's levels.
-sim::ChannelResult add_channel(const MeasuredRun& run, int from, int to, sim::SimResult& r,
+// Channel c: its transfers, busy time and the transfers on the timeline; the receiver's
+// count changes of the messages waiting (+1 when one arrives, -1 when the op that
+// consumes it starts, or at its arrival if that is later). Its peak depth comes later,
+// from the receiver's levels.
+sim::ChannelResult add_channel(const MeasuredRun& run, int c, const StageLayout& rx_layout, sim::SimResult& r,
                                std::vector<sim::CountChange>& receiver_changes) {
+  const ReplayPlan::Channel& pc = run.plan.channels[static_cast<std::size_t>(c)];
   sim::ChannelResult ch;
-  ch.from = from;
-  ch.to = to;
-  const IndexedProgram& tx = run.program(from);
-  const IndexedProgram& rx = run.program(to);
-  const int tx_side = to > from ? 1 : 0, rx_side = to > from ? 0 : 1;
-  const sim::Count depth = to > from ? sim::Count::ForwardDepth : sim::Count::BackwardDepth;
-  const std::vector<std::size_t> rx_index = recvs_by_position(rx, rx_side);
+  ch.from = pc.from;
+  ch.to = pc.to;
+  const IndexedProgram& tx = run.program(pc.from);
+  const IndexedProgram& rx = run.program(pc.to);
+  const std::vector<std::size_t> rx_index = recvs_by_position(rx, c);
+  const std::uint32_t depth = rx_layout.depth[static_cast<std::size_t>(c)];
   double prev_end = -std::numeric_limits<double>::infinity();
   for (int i = run.first(); i < run.end(); ++i) {
     const std::size_t io = static_cast<std::size_t>(i);
     for (std::size_t q = 0; q < tx.sends.size(); ++q) {
       const auto& msg = tx.sends[q];
-      if (msg.side != tx_side) continue;
+      if (msg.channel != c) continue;
       const std::size_t rq = rx_index.at(static_cast<std::size_t>(msg.position));
-      const double posted = run.record(from).send_post[io * tx.sends.size() + q];
+      const double posted = run.record(pc.from).send_post[io * tx.sends.size() + q];
       const double start = std::max(posted, prev_end);
-      const double end = std::max(run.record(to).recv_done[io * rx.recvs.size() + rq], start);
+      const double end = std::max(run.record(pc.to).recv_done[io * rx.recvs.size() + rq], start);
       prev_end = end;
       const double consumed =
-          std::max(end, run.op_start(to, i, static_cast<std::size_t>(rx.recvs[rq].compute)));
+          std::max(end, run.op_start(pc.to, i, static_cast<std::size_t>(rx.recvs[rq].compute)));
       ch.busy_s += end - start;
       ++ch.messages;
       ch.bytes += static_cast<double>(msg.bytes);
       ++r.transfers;
-      receiver_changes.push_back({run.at(end), depth, +1});
-      receiver_changes.push_back({run.at(consumed), depth, -1});
+      const int consumer = msg.gradient ? msg.model_stage - 1 : msg.model_stage + 1;
+      const auto u = static_cast<std::size_t>(consumer);
+      const std::uint32_t slot = msg.gradient ? rx_layout.slot_b[u] : rx_layout.slot_f[u];
+      for (const std::uint32_t count : {slot, depth}) {
+        receiver_changes.push_back({run.at(end), count, +1});
+        receiver_changes.push_back({run.at(consumed), count, -1});
+      }
       if (r.timeline)
         // Posted when the sender was ready, started when the channel was free; a measured
         // transfer's latency is not separable, so its bytes move from its start.
-        r.timeline->transfers.push_back({.from = from,
-                                         .to = to,
+        r.timeline->transfers.push_back({.from = pc.from,
+                                         .to = pc.to,
                                          .iteration = i - run.first(),
                                          .micro_batch = msg.micro_batch,
                                          .ready = run.at(posted),
@@ -132,62 +214,32 @@ sim::ChannelResult add_channel(const MeasuredRun& run, int from, int to, sim::Si
                                          .moving = run.at(start),
                                          .end = run.at(end),
                                          .bytes = static_cast<double>(msg.bytes),
-                                         .model_stage = from,
-                                         .gradient = to < from});
+                                         .model_stage = msg.model_stage,
+                                         .gradient = msg.gradient});
     }
   }
   return ch;
 }
 
-// The bytes stage s holds per unit of each count, as the simulator has them: its static
-// bytes, its activations per micro-batch in flight, and per waiting message the bytes
-// its neighbour sends on that input (forward: s - 1's output, backward: s + 1's gradient).
-sim::MemoryTerms memory_terms(const ReplayPlan& plan, int s) {
-  const auto& params = plan.params;
-  const std::size_t u = static_cast<std::size_t>(s);
-  sim::MemoryTerms terms;
-  terms.static_bytes = params[u].static_bytes;
-  terms.act = params[u].act;
-  terms.in_bytes[0] = s > 0 ? params[u - 1].out : 0.0;
-  terms.in_bytes[1] = s + 1 < plan.stages ? params[u + 1].gout : 0.0;
-  return terms;
-}
-
-// The depth of one of a stage's receive buffers where it changed, as (time, messages):
-// the same replay of the counts, with one unit per message waiting on that side.
-std::vector<std::pair<double, double>> depth_samples(std::vector<sim::CountChange>& changes, int side) {
-  sim::MemoryTerms unit;
-  unit.in_bytes[side] = 1;
-  std::vector<std::pair<double, double>> samples;
-  sim::replay_counts(changes, unit, &samples);
-  return samples;
-}
-
-// Stage s's peaks from its count changes; with a timeline, its memory from the start.
-sim::StagePeaks settle_stage(const MeasuredRun& run, int s, std::vector<sim::CountChange>& changes,
-                             sim::SimResult& r) {
-  const sim::MemoryTerms terms = memory_terms(run.plan, s);
-  std::vector<std::pair<double, double>> samples;
-  const sim::StagePeaks peaks = sim::replay_counts(changes, terms, r.timeline ? &samples : nullptr);
+// Stage s's peaks from its count changes, and those of the channels into it; with a
+// timeline, its memory from the start and the depth of each channel into it.
+void settle_stage(const MeasuredRun& run, const StageLayout& L, int s, std::vector<sim::CountChange>& changes,
+                  sim::SimResult& r) {
+  const sim::StageLevels levels = sim::replay_counts(changes, L.counts, r.timeline.has_value());
   sim::StageResult& out = r.stages[static_cast<std::size_t>(s)];
-  out.peak_inflight = static_cast<int>(std::lround(peaks.inflight));
-  out.peak_memory_bytes = peaks.memory;
-  if (r.timeline) {
-    auto& counters = r.timeline->counters;
-    counters.push_back({s, sim::Counter::Memory, -1, run.at(run.t0), terms.static_bytes});
-    for (const auto& [t, bytes] : samples) counters.push_back({s, sim::Counter::Memory, -1, t, bytes});
-  }
-  return peaks;
-}
-
-// The channel's peak queue depth from its receiver's levels; with a timeline, its depth.
-void settle_channel(sim::ChannelResult& ch, const sim::StagePeaks& receiver, std::vector<sim::CountChange>& changes,
-                    sim::SimResult& r) {
-  const int side = ch.to > ch.from ? 0 : 1;
-  ch.peak_queue_depth = static_cast<int>(std::lround(side == 0 ? receiver.forward_depth : receiver.backward_depth));
+  out.peak_inflight = static_cast<int>(std::lround(levels.peak[L.inflight]));
+  out.peak_memory_bytes = levels.peak_memory;
+  for (std::size_t c = 0; c < run.plan.channels.size(); ++c)
+    if (run.plan.channels[c].to == s)
+      r.channels[c].peak_queue_depth = static_cast<int>(std::lround(levels.peak[L.depth[c]]));
   if (!r.timeline) return;
-  for (const auto& [t, depth] : depth_samples(changes, side))
-    r.timeline->counters.push_back({ch.to, sim::Counter::QueueDepth, ch.from, t, depth});
+  auto& counters = r.timeline->counters;
+  counters.push_back({s, sim::Counter::Memory, -1, run.at(run.t0), L.counts.static_bytes});
+  for (const auto& [t, bytes] : levels.memory_samples) counters.push_back({s, sim::Counter::Memory, -1, t, bytes});
+  for (std::size_t c = 0; c < run.plan.channels.size(); ++c)
+    if (run.plan.channels[c].to == s)
+      for (const auto& [t, depth] : levels.count_samples[L.depth[c]])
+        counters.push_back({s, sim::Counter::QueueDepth, run.plan.channels[c].from, t, depth});
 }
 
 void sort_timeline(sim::Timeline& tl) {
@@ -205,17 +257,17 @@ sim::SimResult measured_result(const ReplayPlan& plan, const std::vector<Indexed
   sim::SimResult r = result_of(plan, m);
   if (timeline) r.timeline.emplace();
   r.stages.resize(static_cast<std::size_t>(S));
+  std::vector<StageLayout> layouts;
+  for (int s = 0; s < S; ++s) layouts.push_back(layout_of(plan, s));
   // Each stage's count changes: its ops', then its input channels'.
   std::vector<std::vector<sim::CountChange>> changes(static_cast<std::size_t>(S));
-  auto changes_of = [&](int s) -> std::vector<sim::CountChange>& { return changes[static_cast<std::size_t>(s)]; };
-  for (int s = 0; s < S; ++s) add_compute(run, s, r, changes_of(s));
-  // Channels: forward 0->1 .. S-2->S-1, then backward 1->0 .. S-1->S-2, as simulate lists them.
-  for (int s = 0; s + 1 < S; ++s) r.channels.push_back(add_channel(run, s, s + 1, r, changes_of(s + 1)));
-  for (int s = 0; s + 1 < S; ++s) r.channels.push_back(add_channel(run, s + 1, s, r, changes_of(s)));
-  std::vector<sim::StagePeaks> peaks;
-  for (int s = 0; s < S; ++s) peaks.push_back(settle_stage(run, s, changes_of(s), r));
-  for (sim::ChannelResult& ch : r.channels)
-    settle_channel(ch, peaks[static_cast<std::size_t>(ch.to)], changes_of(ch.to), r);
+  for (int s = 0; s < S; ++s) add_compute(run, layouts[static_cast<std::size_t>(s)], s, r, changes[static_cast<std::size_t>(s)]);
+  for (int c = 0; c < static_cast<int>(plan.channels.size()); ++c) {
+    const auto to = static_cast<std::size_t>(plan.channels[static_cast<std::size_t>(c)].to);
+    r.channels.push_back(add_channel(run, c, layouts[to], r, changes[to]));
+  }
+  for (int s = 0; s < S; ++s)
+    settle_stage(run, layouts[static_cast<std::size_t>(s)], s, changes[static_cast<std::size_t>(s)], r);
   if (timeline) sort_timeline(*r.timeline);
   return r;
 }
@@ -295,10 +347,9 @@ class RecordChecker {
     const IndexedProgram& p = indexed_[s];
     const auto& msg = p.sends[q];
     const IndexedProgram& rx = indexed_[static_cast<std::size_t>(msg.peer)];
-    const int rx_side = msg.side == 1 ? 0 : 1;
     std::size_t rq = rx.recvs.size();
     for (std::size_t j = 0; j < rx.recvs.size(); ++j)
-      if (rx.recvs[j].side == rx_side && rx.recvs[j].position == msg.position) rq = j;
+      if (rx.recvs[j].channel == msg.channel && rx.recvs[j].position == msg.position) rq = j;
     if (rq == rx.recvs.size() || rx.recvs[rq].bytes != msg.bytes || rx.recvs[rq].tag != msg.tag) {
       report(fmt::format("stage {}: send {} (tag {}, {} bytes) has no matching recv on stage {}", s, q, msg.tag,
                          msg.bytes, msg.peer));
@@ -337,8 +388,9 @@ std::string stage_trace_csv(const std::vector<IndexedProgram>& indexed, const Me
       const std::size_t nops = p.compute.size();
       for (std::size_t c = 0; c < nops; ++c) {
         const std::size_t k = static_cast<std::size_t>(m.warmup + i) * nops + c;
-        out += fmt::format("{},{},{},{},{:.9g}\n", i, s, p.compute[c].op.micro_batch,
-                           p.compute[c].op.phase == sim::Phase::Forward ? 'F' : 'B', rec.op_end[k] - rec.op_start[k]);
+        const sim::Op& op = p.compute[c].op;
+        out += fmt::format("{},{},{},{},{:.9g}\n", i, op.model_stage, op.micro_batch, sim::phase_letter(op.phase),
+                           rec.op_end[k] - rec.op_start[k]);
       }
     }
   }

@@ -238,10 +238,11 @@ nlohmann::ordered_json raw_line(const planner::ProgramEntry& e, std::size_t s, i
   nlohmann::ordered_json j;
   j["stage"] = s;
   j["iteration"] = iteration;
-  j["kind"] = e.kind == K::Forward ? "forward" : e.kind == K::Backward ? "backward" : e.kind == K::Send ? "send" : "recv";
+  j["kind"] = planner::program_entry_name(e.kind);
   j["micro_batch"] = e.micro_batch;
+  j["model_stage"] = e.model_stage;
   double a = 0, b = 0;
-  if (e.kind == K::Forward || e.kind == K::Backward) {
+  if (e.kind != K::Send && e.kind != K::Recv) {
     const std::size_t k = i * p.compute.size() + at.compute++;
     a = rec.op_start[k], b = rec.op_end[k];
   } else {
@@ -330,7 +331,7 @@ class RankRun {
         s_(mpi.rank()),
         total_(static_cast<std::size_t>(o.warmup + o.iterations)),
         peers_(static_cast<std::size_t>(plan.stages - 1)),
-        data_links_(be, mpi, dog, data_specs(plan.stages), largest_message(plan)),
+        data_links_(be, mpi, dog, data_specs(plan), largest_message(plan)),
         done_links_(be, mpi, dog, control_specs(plan.stages), 16),
         ready_links_(be, mpi, dog, control_specs(plan.stages), 16) {
     make_streams(o.streams == "channel");
@@ -349,17 +350,17 @@ class RankRun {
     if (s_ == 0) wait_for_start(start_at);
     for (std::size_t i = 0; i < total_; ++i) enqueue_iteration(i);
     if (s_ > 0) ready_links_.send(static_cast<std::size_t>(s_ - 1), *gate_, 16);
-    for (Stream* st : {compute_.get(), send_[0].get(), send_[1].get(), recv_[0].get(), recv_[1].get(), control_.get(),
-                       gate_.get()})
-      if (st) st->synchronize();
+    for (Stream* st : {compute_.get(), control_.get(), gate_.get()}) st->synchronize();
+    for (const auto& st : send_) st->synchronize();
+    for (const auto& st : recv_) st->synchronize();
     return records(*origin, origin_host);
   }
 
  private:
-  // Data channels 2x: x -> x+1 and 2x+1: x+1 -> x, a communicator each.
-  static std::vector<ChannelSpec> data_specs(int stages) {
+  // The plan's channels, a communicator each.
+  static std::vector<ChannelSpec> data_specs(const ReplayPlan& plan) {
     std::vector<ChannelSpec> specs;
-    for (int x = 0; x + 1 < stages; ++x) specs.push_back({x, x + 1}), specs.push_back({x + 1, x});
+    for (const auto& c : plan.channels) specs.push_back({c.from, c.to});
     return specs;
   }
   // Control messages ("iteration done", "ready") from every stage r > 0 to stage 0: spec r - 1.
@@ -375,21 +376,22 @@ class RankRun {
         bytes = std::max<std::size_t>(bytes, static_cast<std::size_t>(std::llround(e.bytes)));
     return bytes;
   }
-  // The data spec of this rank's channel to / from the neighbour on a side.
-  std::size_t out_spec(int side) const { return static_cast<std::size_t>(side == 1 ? 2 * s_ : 2 * (s_ - 1) + 1); }
-  std::size_t in_spec(int side) const { return static_cast<std::size_t>(side == 1 ? 2 * s_ + 1 : 2 * (s_ - 1)); }
-  // --streams plan: one send and one recv stream; channel: one per side.
-  Stream& send_on(int side) { return send_[1] && side == 1 ? *send_[1] : *send_[0]; }
-  Stream& recv_on(int side) { return recv_[1] && side == 1 ? *recv_[1] : *recv_[0]; }
+  // --streams plan: one send and one recv stream; channel: one per channel end.
+  Stream& send_on(int channel) { return *send_[stream_of_[static_cast<std::size_t>(channel)]]; }
+  Stream& recv_on(int channel) { return *recv_[stream_of_[static_cast<std::size_t>(channel)]]; }
 
+  // Streams for the channels this rank sends or receives on: one of each kind, or with
+  // `per_channel` one per channel end (stream_of_ maps a channel to its stream).
   void make_streams(bool per_channel) {
     compute_ = be_.create_stream();
-    send_[0] = be_.create_stream();
-    recv_[0] = be_.create_stream();
-    if (per_channel) {
-      send_[1] = be_.create_stream();
-      recv_[1] = be_.create_stream();
+    stream_of_.assign(plan_.channels.size(), 0);
+    std::size_t sends = 0, recvs = 0;
+    for (std::size_t c = 0; c < plan_.channels.size(); ++c) {
+      const bool out = plan_.channels[c].from == s_, in = plan_.channels[c].to == s_;
+      if (per_channel && (out || in)) stream_of_[c] = out ? sends++ : recvs++;
     }
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, sends); ++i) send_.push_back(be_.create_stream());
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, recvs); ++i) recv_.push_back(be_.create_stream());
     control_ = be_.create_stream();
     gate_ = be_.create_stream();
   }
@@ -455,19 +457,19 @@ class RankRun {
   void enqueue_recv(std::size_t i, std::size_t rv) {
     const std::size_t k = i * p_.recvs.size() + rv;
     const auto& msg = p_.recvs[rv];
-    Stream& st = recv_on(msg.side);
+    Stream& st = recv_on(msg.channel);
     st.record(*recv_start_[k]);
-    data_links_.recv(in_spec(msg.side), st, msg.bytes);
+    data_links_.recv(static_cast<std::size_t>(msg.channel), st, msg.bytes);
     st.record(*recv_end_[k]);
   }
 
   void enqueue_send(std::size_t i, std::size_t q) {
     const std::size_t k = i * p_.sends.size() + q;
     const auto& msg = p_.sends[q];
-    Stream& st = send_on(msg.side);
+    Stream& st = send_on(msg.channel);
     st.wait(*op_end_[i * p_.compute.size() + static_cast<std::size_t>(msg.compute)]);
     st.record(*send_start_[k]);
-    data_links_.send(out_spec(msg.side), st, msg.bytes);
+    data_links_.send(static_cast<std::size_t>(msg.channel), st, msg.bytes);
     st.record(*send_end_[k]);
   }
 
@@ -482,7 +484,9 @@ class RankRun {
 
   // The optimizer step, then stage 0 hears from every other stage that it is done.
   void end_iteration(std::size_t i) {
-    const double opt = plan_.params[static_cast<std::size_t>(s_)].opt;
+    double opt = 0;  // the optimizer steps of the stage's model stages, as one
+    for (int j = 0; j < plan_.model_stages(); ++j)
+      if (plan_.stage_of(j) == s_) opt += plan_.params[static_cast<std::size_t>(j)].opt;
     if (opt > 0) busy(opt);
     compute_->record(*iteration_end_[i]);
     if (s_ > 0) {
@@ -519,7 +523,9 @@ class RankRun {
   const std::size_t total_;   // iterations, warm-up included
   const std::size_t peers_;   // the stages that report to stage 0
   Links data_links_, done_links_, ready_links_;
-  std::unique_ptr<Stream> compute_, send_[2], recv_[2], control_, gate_;
+  std::unique_ptr<Stream> compute_, control_, gate_;
+  std::vector<std::unique_ptr<Stream>> send_, recv_;
+  std::vector<std::size_t> stream_of_;  // per plan channel: its stream among send_ or recv_
   // Per iteration, flat: [iteration * count + index]; done_ and ready_ on stage 0 only.
   std::vector<std::unique_ptr<Event>> op_start_, op_end_, send_start_, send_end_, recv_start_, recv_end_,
       iteration_end_, done_, ready_;

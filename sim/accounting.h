@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace adagrouper::sim {
@@ -52,38 +53,34 @@ inline double stage_memory(double static_bytes, const double* bytes, const doubl
   return m;
 }
 
-// The bytes a stage holds per unit of each count, with one model stage and no split
-// backward (the form the calibration harness records).
-struct MemoryTerms {
-  double static_bytes = 0;  // always resident
-  double act = 0;           // per micro-batch in flight
-  double in_bytes[2] = {};  // per message waiting in the forward / backward receive buffer
-};
-
-// The same for those counts: activations of the micro-batches in flight, then the
-// messages waiting in the forward and the backward receive buffer.
-inline double stage_memory(const MemoryTerms& m, double inflight, double fwd_depth, double bwd_depth) {
-  const double bytes[3] = {m.act, m.in_bytes[0], m.in_bytes[1]};
-  const double counts[3] = {inflight, fwd_depth, bwd_depth};
-  return stage_memory(m.static_bytes, bytes, counts, 3);
-}
-
-// The counts of one stage, changed by events in any order.
-enum class Count : std::uint8_t { Inflight, ForwardDepth, BackwardDepth };
+// A change of one of a stage's counts (+1 or -1) at a time.
 struct CountChange {
   double time;
-  Count count;
-  int delta;  // +1 or -1
+  std::uint32_t count;  // index into the stage's counts (StageCounts)
+  int delta;
 };
 
-struct StagePeaks {
-  double memory = 0, inflight = 0, forward_depth = 0, backward_depth = 0;
+// What a stage's counts weigh. Counts [0, bytes.size()) are its memory terms, in the
+// order of stage_memory's terms, a unit of count i weighing bytes[i]; the counts after
+// them hold no memory (micro-batches in flight, the messages waiting on each input).
+struct StageCounts {
+  double static_bytes = 0;  // always resident
+  std::vector<double> bytes;
+  std::size_t counts = 0;   // all counts, the memory terms included
 };
 
-// The peaks of a stage's levels from all its count changes (in any order; they are
-// sorted here, releases first at equal times). `memory_samples`, when given, receives
-// the memory value that settles at each instant where it changed, as (time, bytes).
-StagePeaks replay_counts(std::vector<CountChange>& changes, const MemoryTerms& terms,
-                         std::vector<std::pair<double, double>>* memory_samples = nullptr);
+// A stage's levels replayed from its count changes: the peaks, and where asked, the
+// value each level settled at whenever it changed, as (time, value).
+struct StageLevels {
+  double peak_memory = 0;
+  std::vector<double> peak;  // per count
+  std::vector<std::pair<double, double>> memory_samples;
+  std::vector<std::vector<std::pair<double, double>>> count_samples;  // per count
+};
+
+// The levels of a stage from all its count changes (in any order; they are sorted here,
+// releases first at equal times, so the peaks are those of the rule above). Memory is
+// stage_memory of the counts; with `samples`, the settled values are recorded too.
+StageLevels replay_counts(std::vector<CountChange>& changes, const StageCounts& counts, bool samples);
 
 }  // namespace adagrouper::sim

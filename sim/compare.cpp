@@ -129,10 +129,6 @@ PlanChoice load_plan_choice(const std::string& path) {
           chosen.at("micro_batch_size").int_in(1, kMaxBatchSize)};
 }
 
-namespace {
-
-// The schedule of a plan's candidate: its family, k where the family takes one, and the
-// settings of plan/2 (absent in plan/1: their defaults).
 ScheduleSpec planned_spec(const Field& c) {
   const std::string family = c.at("schedule").string();
   const ScheduleFamily* f = find_schedule_family(family);
@@ -150,6 +146,8 @@ ScheduleSpec planned_spec(const Field& c) {
     spec.max_pending_w = c.at("max_pending_w").int_in(0, kMaxBatchSize);
   return spec;
 }
+
+namespace {
 
 std::string input_path(const Field& root, std::string_view role) {
   if (!root.has("inputs")) return {};

@@ -78,6 +78,11 @@ struct PlannedRun {
 // or --candidate for an index out of range.
 PlannedRun load_planned_run(const std::string& path, std::optional<int> candidate);
 
+// The schedule of a plan's candidate (an element of `candidates`, or `chosen`): its
+// family, k where the family takes one, and the settings of plan/2 (absent in plan/1:
+// their defaults). InputError naming the field for an unknown family or value.
+ScheduleSpec planned_spec(const Field& candidate);
+
 // Every object of a plan document has only the keys `plan` writes; InputError naming the
 // file, the line and the field otherwise.
 void check_plan_keys(const Field& root);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -233,6 +234,8 @@ calib::Measurements measurements_of(const sim::SimResult& r, const calib::Replay
     rec.recv_done = rec.recv_post;
     rec.iteration_end.assign(r.iterations, 0);
   }
+  std::vector<double> opt(S, 0.0);  // a stage's optimizer steps, one per model stage it runs
+  for (int j = 0; j < plan.model_stages(); ++j) opt[plan.stage_of(j)] += plan.params[j].opt;
   for (const auto& o : tl.ops) {
     const auto& p = progs[o.stage];
     for (std::size_t c = 0; c < p.compute.size(); ++c) {
@@ -241,20 +244,23 @@ calib::Measurements measurements_of(const sim::SimResult& r, const calib::Replay
       m.ranks[o.stage].op_start[k] = o.start;
       m.ranks[o.stage].op_end[k] = o.end;
       auto& end = m.ranks[o.stage].iteration_end[o.iteration];
-      end = std::max(end, o.end + plan.params[o.stage].opt);
+      end = std::max(end, o.end + opt[o.stage]);
     }
   }
+  // A message is the one its sending model stage sends for its micro-batch, one way.
+  auto same = [](const calib::IndexedProgram::Message& msg, const sim::Timeline::TransferSlice& t) {
+    return msg.model_stage == t.model_stage && msg.micro_batch == t.micro_batch && msg.gradient == t.gradient;
+  };
   for (const auto& t : tl.transfers) {
     const auto& tx = progs[t.from];
     const auto& rx = progs[t.to];
-    const int tag = 2 * t.micro_batch + (t.to < t.from);
     for (std::size_t q = 0; q < tx.sends.size(); ++q)
-      if (tx.sends[q].tag == tag && tx.sends[q].peer == t.to) {
+      if (same(tx.sends[q], t)) {
         m.ranks[t.from].send_post[t.iteration * tx.sends.size() + q] = t.start;
         m.ranks[t.from].send_done[t.iteration * tx.sends.size() + q] = t.end;
       }
     for (std::size_t q = 0; q < rx.recvs.size(); ++q)
-      if (rx.recvs[q].tag == tag && rx.recvs[q].peer == t.from) {
+      if (same(rx.recvs[q], t)) {
         m.ranks[t.to].recv_post[t.iteration * rx.recvs.size() + q] = t.start;
         m.ranks[t.to].recv_done[t.iteration * rx.recvs.size() + q] = t.end;
       }
@@ -270,7 +276,7 @@ calib::ReplayPlan plan_of(const sim::Pipeline& pipe, const sim::Schedule& sch, i
   calib::ReplayPlan plan;
   plan.source = "test-plan.json";
   plan.pipeline = pipe.name;
-  plan.stages = pipe.num_stages();
+  plan.stages = sch.num_stages();
   plan.global_batch_size = pipe.global_batch_size;
   plan.memory_limit_bytes = pipe.memory_limit_bytes;
   plan.spec = sch.spec;
@@ -278,6 +284,7 @@ calib::ReplayPlan plan_of(const sim::Pipeline& pipe, const sim::Schedule& sch, i
   plan.micro_batch_size = b;
   plan.micro_batches = pipe.global_batch_size / b;
   plan.params = pipe.at(b);
+  calib::place_model_stages(plan, sch);
   plan.programs = adagrouper::planner::device_programs(sch, plan.params);
   return plan;
 }
@@ -288,19 +295,38 @@ calib::ReplayPlan plan_of(const sim::Pipeline& pipe, const sim::Schedule& sch, i
 TEST(MeasuredResult, ReproducesTheSimulatorsDefinitions) {
   TempDir tmp;
   const std::string root = SOURCE_ROOT;
-  const std::vector<std::tuple<std::string, std::string, std::string, std::optional<int>, int>> cases = {
+  struct Case {
+    std::string pipeline, network, family;
+    std::optional<int> k;
+    int b;
+    int devices = 0;  // 0: one model stage per stage
+    int v = 1;
+    bool split = false;
+  };
+  const std::vector<Case> cases = {
       {"configs/examples/toy-4.json", "configs/examples/toy-net-2s.json", "kfkb", 2, 1},
       {"configs/examples/toy-4.json", "configs/examples/toy-net-0.5s.json", "1f1b", std::nullopt, 1},
       {"configs/examples/toy-4.json", "configs/examples/toy-net-0.5s.json", "dapple-b", std::nullopt, 1},
       {"configs/fidelity/pipeline-2.json", "configs/fidelity/net-200mbit.json", "kfkb", 3, 1},
       {"configs/fidelity/pipeline-4.json", "configs/fidelity/net-200mbit.json", "gpipe", std::nullopt, 2},
+      // Model stages on stages (loop and V placement, local messages) and split backward.
+      {"configs/examples/toy-4.json", "configs/examples/toy-net-0.5s.json", "interleaved-1f1b", std::nullopt, 1, 2, 2},
+      {"configs/examples/toy-4.json", "configs/examples/toy-net-0.5s.json", "zbv", std::nullopt, 1, 2, 2},
+      {"configs/fidelity/pipeline-4.json", "configs/fidelity/net-200mbit.json", "interleaved-zb", std::nullopt, 2, 2, 2},
+      {"configs/examples/toy-4.json", "configs/examples/toy-net-2s.json", "kfkb", 2, 1, 0, 1, true},
   };
-  for (const auto& [pipe_path, net_path, name, k, b] : cases) {
+  for (const auto& [pipe_path, net_path, name, k, b, devices, v, split] : cases) {
     SCOPED_TRACE(pipe_path + " " + name);
     const sim::Pipeline pipe = sim::load_pipeline(root + "/" + pipe_path);
-    sim::Network net = sim::load_network(root + "/" + net_path, pipe.num_stages());
+    const int D = devices > 0 ? devices : pipe.num_stages();
+    sim::Network net = sim::load_network(root + "/" + net_path, D);
     const int M = pipe.global_batch_size / b;
-    sim::Schedule sch = sim::make_named(name, pipe.num_stages(), M, k);
+    sim::ScheduleSpec spec = sim::ScheduleSpec::named(name, k);
+    spec.virtual_stages = v;
+    spec.split_backward = split;
+    sim::Schedule sch = sim::make_schedule(spec, D, M);
+    std::size_t listed = 0;  // F and B, or F, I and W, per model stage and micro-batch
+    for (const auto& order : sch.stages) listed += order.size();
     const calib::ReplayPlan plan = plan_of(pipe, sch, b);
     std::vector<calib::IndexedProgram> progs;
     for (int s = 0; s < plan.stages; ++s) progs.push_back(calib::index_program(plan, s));
@@ -341,7 +367,12 @@ TEST(MeasuredResult, ReproducesTheSimulatorsDefinitions) {
     EXPECT_FALSE(sim::timeline_json(got).empty());
     // The stage trace holds every op of every measured iteration.
     const std::string csv = calib::stage_trace_csv(progs, m);
-    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 3 * 2 * M * plan.stages);
+    std::size_t ops = 0;
+    for (const auto& order : plan.programs)
+      for (const auto& e : order.entries) ops += e.kind != adagrouper::planner::ProgramEntry::Kind::Send &&
+                                                 e.kind != adagrouper::planner::ProgramEntry::Kind::Recv;
+    EXPECT_EQ(ops, listed);
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 3 * static_cast<long>(ops));
   }
 }
 
