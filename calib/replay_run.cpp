@@ -36,14 +36,17 @@ constexpr const char* kReplayHelp = R"(Usage: mpirun -np S adagrouper-calib repl
 
 Runs a plan for real, one MPI rank per stage, and measures it. Each rank executes its
 device program from the plan (`adagrouper plan --output`) for w warm-up and n measured
-iterations: forward and backward ops are busy kernels that last the profile's duration
-for the stage and micro-batch size (cpu: a wait on the compute stream's thread; cuda: a
-busy kernel on the GPU), sends and recvs move the planned bytes on their own streams
-(cpu: MPI point-to-point from separate threads; cuda: NCCL), in the program's issue
-order on each stream, one communicator per pair and direction. The optimizer step
-(the pipeline's optimizer_s) ends each iteration on every stage, and stage 0 starts the
-next iteration when every stage has finished the last one (a small message from each
-stage), as the simulator's iterations do.
+iterations: compute ops (F and B, or F, I and W with a split backward, of every model
+stage the stage runs: virtual stages, V placement) are busy kernels that last the
+profile's duration for the model stage and micro-batch size (cpu: a wait on the compute
+stream's thread; cuda: a busy kernel on the GPU), sends and recvs move the planned bytes
+on their own streams (cpu: MPI point-to-point from separate threads; cuda: NCCL), in
+the program's issue order on each stream, one communicator per pair of stages and
+direction that exchange messages; a message between two model stages of one stage is
+local and moves nothing. The optimizer step (the optimizer_s of the stage's model
+stages) ends each iteration on every stage, and stage 0 starts the next iteration when
+every stage has finished the last one (a small message from each stage), as the
+simulator's iterations do.
 
 Every op's start and end is recorded with the backend's events on clocks aligned to
 rank 0 (a barrier, then the offset of each rank's clock from the fastest of 16
@@ -54,9 +57,12 @@ SIM.json --measured RUN.json` holds the prediction against the measurement. Iter
 i runs from T_i to T_{i+1} = the latest end of a stage's last op and optimizer step.
 
 Inputs: the plan JSON (docs/formats.md "Plan JSON"); the pipeline file it names in
-`inputs` (or --pipeline) gives the durations. Without --candidate the chosen plan's own
-`devices` programs run; --candidate I replays candidate I of the plan, with the
-programs the planner makes for its schedule, k and micro-batch size.
+`inputs` (or --pipeline) gives the durations, merged as the planner merged it when the
+candidate runs fewer model stages (`plan --devices`). Without --candidate the chosen
+plan's own `devices` programs run; --candidate I replays candidate I of the plan, with
+the programs the planner makes for its schedule, k, virtual stages and micro-batch size
+(a candidate with dynamic W fill only when it is the chosen one: the plan records the
+order of its W ops for that one alone).
 Outputs (rank 0; docs/formats.md "Measured files"): --output the summary JSON,
 --timeline the Perfetto JSON, --stage-trace the measured op durations as a stage
 timing trace (`simulate --stage-trace`), --raw one JSON line per executed op.

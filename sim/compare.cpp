@@ -16,7 +16,8 @@
 namespace adagrouper::sim {
 
 std::string Summary::label() const {
-  const ScheduleSpec spec = ScheduleSpec::named(schedule, schedule == "kfkb" ? std::optional<int>(k) : std::nullopt);
+  ScheduleSpec spec = ScheduleSpec::named(schedule, schedule == "kfkb" ? std::optional<int>(k) : std::nullopt);
+  spec.virtual_stages = virtual_stages;
   return spec.label(micro_batch_size);
 }
 
@@ -62,6 +63,7 @@ Summary parse_summary(const nlohmann::json& doc, const std::string& source) {
   s.micro_batch_size = root.at("micro_batch_size").int_in(1, kMaxBatchSize);
   s.micro_batches = root.at("micro_batches").int_in(1, kMaxBatchSize);
   s.stages = root.at("stages").int_in(1, kMaxStages);
+  if (root.has("virtual_stages")) s.virtual_stages = root.at("virtual_stages").int_in(1, kMaxStages);
   s.iterations = root.at("iterations").int_in(1);
   const Field times = root.at("iteration_times_s");
   times.require_array();
@@ -199,6 +201,7 @@ Comparison compare(const Summary& p, const Summary& m) {
   mismatch("micro_batch_size", p.micro_batch_size, m.micro_batch_size);
   mismatch("micro_batches", p.micro_batches, m.micro_batches);
   mismatch("stages", p.stages, m.stages);
+  mismatch("virtual_stages", p.virtual_stages, m.virtual_stages);
 
   Comparison c;
   c.label = p.label();
@@ -209,6 +212,7 @@ Comparison compare(const Summary& p, const Summary& m) {
   c.micro_batch_size = p.micro_batch_size;
   c.micro_batches = p.micro_batches;
   c.stages = p.stages;
+  c.virtual_stages = p.virtual_stages;
   c.iterations_predicted = p.iterations;
   c.iterations_measured = m.iterations;
   const std::size_t n = std::min(p.iteration_times_s.size(), m.iteration_times_s.size());

@@ -36,6 +36,7 @@ struct Summary {
   int micro_batch_size = 0;
   int micro_batches = 0;
   int stages = 0;
+  int virtual_stages = 1;  // model stages per stage (absent in summaries of older versions: 1)
   int iterations = 0;
   std::vector<double> iteration_times_s;
   double total_time_s = 0;
@@ -46,7 +47,7 @@ struct Summary {
   };
   std::vector<Stage> per_stage;
 
-  // "kfkb k=2 b=4", "1f1b b=8": names a candidate.
+  // "kfkb k=2 b=4", "1f1b b=8", "interleaved-1f1b v=2 b=2": names a candidate.
   std::string label() const;
 };
 
@@ -106,7 +107,7 @@ struct Comparison {
   std::string label;
   std::string predicted_source, measured_source;
   std::string schedule;
-  int k = 0, micro_batch_size = 0, micro_batches = 0, stages = 0;
+  int k = 0, micro_batch_size = 0, micro_batches = 0, stages = 0, virtual_stages = 1;
   int iterations_predicted = 0, iterations_measured = 0;
   std::vector<IterationError> iterations;  // the first min(both) iterations
   double mean_predicted_s = 0, mean_measured_s = 0;  // over the compared iterations

@@ -463,6 +463,68 @@ TEST(ReplayPlan, PlanFromAModelNeedsNoPipelineFile) {
               HasSubstr("partition.bounds[2]: bounds must rise from 0"));
 }
 
+// A plan across families on 2 devices (4 model stages): candidates with virtual stages
+// and a split backward load with their model stages placed and the pipeline merged as
+// the planner merged it; one with dynamic W fill that was not chosen, or one its family
+// refused, is one line of bad input.
+TEST(ReplayPlan, FamiliesWithModelStages) {
+  TempDir tmp;
+  const auto plan_path = tmp.path() / "plan.json";
+  const auto r = clirunner::run_adagrouper(
+      "plan --pipeline configs/fidelity/pipeline-4.json --network configs/fidelity/net-200mbit.json --devices 2 "
+      "--families all --memory-limit 8e9 --output " + plan_path.string(),
+      tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json doc = json::parse(clirunner::slurp(plan_path));
+  const std::string pipe = std::string(SOURCE_ROOT) + "/configs/fidelity/pipeline-4.json";
+  int seen_v2 = 0, seen_split = 0, refused = 0;
+  for (std::size_t i = 0; i < doc["candidates"].size(); ++i) {
+    SCOPED_TRACE(i);
+    const json& c = doc["candidates"][i];
+    const auto load = [&] { return calib::load_replay_plan(plan_path.string(), {pipe, static_cast<int>(i)}); };
+    if (c["status"] == "refused") {
+      EXPECT_THAT(testutil::input_error(load), HasSubstr("refused by its family"));
+      ++refused;
+      continue;
+    }
+    if (c["w_fill"] == "dynamic" && c["status"] != "chosen") {
+      EXPECT_THAT(testutil::input_error(load), HasSubstr("w_fill: dynamic"));
+      continue;
+    }
+    const calib::ReplayPlan p = load();
+    const int v = c["virtual_stages"];
+    ASSERT_EQ(p.model_stages(), 2 * v);
+    EXPECT_EQ(p.spec.virtual_stages, v);
+    std::size_t ops = 0, listed_w = 0;
+    for (int s = 0; s < 2; ++s) {
+      const calib::IndexedProgram ip = calib::index_program(p, s);
+      ops += ip.compute.size();
+      for (const auto& op : ip.compute) listed_w += op.op.phase == sim::Phase::BackwardWeight;
+      // Every message goes to the other stage; those between model stages of one stage are local.
+      for (const auto& msg : ip.sends) EXPECT_EQ(msg.peer, 1 - s);
+    }
+    // F and B, or F, I and W, for every (model stage, micro-batch).
+    const std::size_t M = c["micro_batches"], J = static_cast<std::size_t>(p.model_stages());
+    EXPECT_EQ(ops, 2 * M * J + listed_w);
+    seen_v2 += v == 2;
+    seen_split += listed_w > 0;
+  }
+  EXPECT_GT(seen_v2, 0);
+  EXPECT_GT(seen_split, 0);
+  // The chosen candidate replays from the plan's own programs.
+  EXPECT_TRUE(calib::load_replay_plan(plan_path.string(), {pipe, std::nullopt}).chosen);
+  // A pipeline with fewer model stages than the candidate runs is refused.
+  int v2 = -1;
+  for (std::size_t i = 0; i < doc["candidates"].size() && v2 < 0; ++i)
+    if (doc["candidates"][i]["virtual_stages"] == 2 && doc["candidates"][i]["status"] != "refused") v2 = static_cast<int>(i);
+  ASSERT_GE(v2, 0);
+  EXPECT_THAT(testutil::input_error([&] {
+                calib::load_replay_plan(plan_path.string(),
+                                        {std::string(SOURCE_ROOT) + "/configs/fidelity/pipeline-2.json", v2});
+              }),
+              HasSubstr("the candidate runs 4 model stages (2 stages x 2 virtual stages)"));
+}
+
 // --- the replay under mpirun ------------------------------------------------------
 
 #ifdef ADAGROUPER_CALIB_BIN
@@ -596,6 +658,79 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
                                 rc);
   EXPECT_NE(rc, 0);
   EXPECT_THAT(bad, HasSubstr("the plan has 2 stages, and this job runs 3 ranks"));
+#endif
+}
+
+// ZBV (V placement: two model stages per rank, local messages at the turn, I and W ops)
+// and interleaved 1F1B with 2 virtual stages, replayed under mpirun: every op of the
+// programs runs, the summary names the model stages, and compare pairs it with
+// `simulate --plan` of the same candidate.
+TEST(Replay, VirtualStagesAndSplitBackwardUnderMpirun) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the replay is not tested";
+#else
+  TempDir tmp;
+  const auto plan_path = tmp.path() / "plan.json";
+  auto r = clirunner::run_adagrouper(
+      "plan --pipeline configs/fidelity/pipeline-4.json --network configs/fidelity/net-200mbit.json --devices 2 "
+      "--families interleaved-1f1b,zbv --virtual-stages 2 --memory-limit 8e9 --output " + plan_path.string(),
+      tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json plan = json::parse(clirunner::slurp(plan_path));
+  for (const std::string family : {"zbv", "interleaved-1f1b"}) {
+    SCOPED_TRACE(family);
+    int pick = -1;
+    for (std::size_t i = 0; i < plan["candidates"].size() && pick < 0; ++i)
+      if (plan["candidates"][i]["schedule"] == family && plan["candidates"][i]["virtual_stages"] == 2)
+        pick = static_cast<int>(i);
+    ASSERT_GE(pick, 0);
+    const fs::path run = tmp.path() / (family + ".json"), raw = tmp.path() / (family + ".jsonl"),
+                   sim_out = tmp.path() / (family + "-sim.json");
+    int rc = 0;
+    const std::string out = shell(
+        fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' replay "
+                    "--plan '{}' --candidate {} --iterations 1 --warmup 0 --timeout 60 --output '{}' --raw '{}' 2>&1",
+                    SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), pick, run.string(), raw.string()),
+        rc);
+    ASSERT_EQ(rc, 0) << out;
+    std::map<std::string, int> kinds;
+    std::set<int> model_stages;
+    std::istringstream lines(clirunner::slurp(raw));
+    for (std::string line; std::getline(lines, line);) {
+      const json j = json::parse(line);
+      ++kinds[j["kind"].get<std::string>()];
+      model_stages.insert(j["model_stage"].get<int>());
+    }
+    const int M = plan["candidates"][pick]["micro_batches"];
+    EXPECT_EQ(model_stages, (std::set<int>{0, 1, 2, 3}));
+    EXPECT_EQ(kinds["forward"], 4 * M);
+    if (family == "zbv") {
+      EXPECT_EQ(kinds["backward_input"] + kinds["backward"], 4 * M);
+      EXPECT_EQ(kinds["backward_weight"], kinds["backward_input"]);
+      EXPECT_GT(kinds["backward_weight"], 0);
+      // V placement: of the 6 messages per micro-batch, the two at the turn (model stage 1
+      // to 2 and back) are local; the other 4 cross stages, each a send and a recv.
+      EXPECT_EQ(kinds["send"], 4 * M);
+    } else {
+      EXPECT_EQ(kinds["backward"], 4 * M);
+      EXPECT_EQ(kinds["send"], 6 * M);  // loop placement: every message crosses
+    }
+    EXPECT_EQ(kinds["recv"], kinds["send"]);
+    const json measured = json::parse(clirunner::slurp(run));
+    EXPECT_EQ(measured["virtual_stages"], 2);
+    EXPECT_EQ(measured["model_stages"], 4);
+    r = clirunner::run_adagrouper(fmt::format("simulate --plan {} --candidate {} --iterations 1 --output {}",
+                                              plan_path.string(), pick, sim_out.string()),
+                                  tmp.path());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const json predicted = json::parse(clirunner::slurp(sim_out));
+    EXPECT_EQ(measured["compute_ops"], predicted["compute_ops"]);
+    EXPECT_EQ(measured["transfers"], predicted["transfers"]);
+    r = clirunner::run_adagrouper(
+        fmt::format("compare --predicted {} --measured {}", sim_out.string(), run.string()), tmp.path());
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr(family == "zbv" ? "zbv b=" : "interleaved-1f1b v=2 b="));
+  }
 #endif
 }
 

@@ -97,9 +97,11 @@ int chosen_from_plan(const std::string& path, const std::vector<sim::Comparison>
   const std::string schedule = chosen.at("schedule").string();
   const auto k = chosen.at("k").integer();
   const auto b = chosen.at("micro_batch_size").integer();
+  const auto v = chosen.has("virtual_stages") ? chosen.at("virtual_stages").integer() : 1;
   for (std::size_t i = 0; i < cs.size(); ++i)
-    if (cs[i].schedule == schedule && cs[i].k == k && cs[i].micro_batch_size == b) return static_cast<int>(i);
-  throw InputError(fmt::format("{}: chosen: {} k={} b={} is none of the compared pairs", path, schedule, k, b));
+    if (cs[i].schedule == schedule && cs[i].k == k && cs[i].micro_batch_size == b && cs[i].virtual_stages == v)
+      return static_cast<int>(i);
+  throw InputError(fmt::format("{}: chosen: {} k={} v={} b={} is none of the compared pairs", path, schedule, k, v, b));
 }
 
 void add_compare_options(po::options_description& opts) {
@@ -113,7 +115,7 @@ void add_compare_options(po::options_description& opts) {
     ("pairs", po::value<std::string>()->value_name("LIST"), "file of pairs, one 'PREDICTED MEASURED' a line")
     ("chosen", po::value<int>()->value_name("INDEX"), "index (from 0, in the order given) of the planner's pick")
     ("plan", po::value<std::string>()->value_name("FILE"),
-       "plan JSON: its chosen candidate (schedule, k, b) marks the planner's pick among the pairs")
+       "plan JSON: its chosen candidate (schedule, k, virtual stages, b) marks the planner's pick among the pairs")
     ("fail-above", po::value<double>()->value_name("PCT"),
        "exit with status 1 if any pair's MAPE is above PCT percent (default: never)")
     ("json", po::bool_switch(), "print the compare JSON on stdout instead of the table")

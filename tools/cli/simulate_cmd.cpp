@@ -11,6 +11,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "planner.h"
 #include "schedule_options.h"
 #include "sim.h"
 #include "traces.h"
@@ -190,15 +191,21 @@ std::optional<PlannedRun> plan_option(const po::variables_map& vm) {
   return load_planned_run(vm["plan"].as<std::string>(), candidate);
 }
 
-// The pipeline of a planned run: B is the plan's, and its model stages must be those
-// the plan ran (with `plan --devices`, the merged pipeline `--pipeline-output` wrote).
+// The pipeline of a planned run: B is the plan's, and its model stages those the plan
+// ran. A pipeline with more (a plan made with --devices) is merged as the planner merged
+// it (planner::merge_model_stages); one with fewer, or not a multiple, is refused.
 void fit_to_plan(Pipeline& pipeline, const PlannedRun& run) {
   pipeline.global_batch_size = run.global_batch_size;
   const int wanted = run.stages * run.spec.virtual_stages;
-  if (pipeline.num_stages() != wanted)
-    throw InputError(fmt::format("--plan: the plan runs {} model stages ({} stages x v = {}), the pipeline {} has {}; "
-                                 "for a plan made with --devices give the pipeline `plan --pipeline-output` wrote",
+  if (pipeline.num_stages() < wanted || pipeline.num_stages() % wanted != 0)
+    throw InputError(fmt::format("--plan: the plan runs {} model stages ({} stages x v = {}), the pipeline {} has {}, "
+                                 "not a multiple of them: give the pipeline the plan was made from",
                                  wanted, run.stages, run.spec.virtual_stages, pipeline.source, pipeline.num_stages()));
+  if (pipeline.num_stages() != wanted) {
+    const int global_batch_size = pipeline.global_batch_size;
+    pipeline = planner::merge_model_stages(pipeline, wanted);
+    pipeline.global_batch_size = global_batch_size;
+  }
 }
 
 // The run the options describe; `schedule_source` is the --schedule-file if one is given.

@@ -38,7 +38,17 @@
 #                      default auto: rt where permitted and ranks < cores, else nice
 #   --streams S        replay streams: plan (one send and one recv stream per stage) or
 #                      channel (one per channel end) (default plan)
-#   --pipeline FILE    pipeline (default configs/fidelity/pipeline-N.json)
+#   --pipeline FILE    pipeline (default configs/fidelity/pipeline-N.json; with
+#                      --families configs/fidelity/pipeline-2N.json)
+#   --families LIST    plan across schedule families too (adagrouper plan --devices N
+#                      --families LIST, N the ranks) and replay the chosen candidate and
+#                      the fastest of each family in LIST at each of its virtual stage
+#                      counts (static W fill; those that lost too); needs --ranks
+#                      2 (the chain links neighbours only, and an interleaved schedule
+#                      sends from the last stage to the first)
+#   --memory-limit B   plan's memory limit per stage in bytes (default: the pipeline's;
+#                      with --families and the default pipeline 8e9, two model stages of
+#                      pipeline-4 on each stage)
 #   --build DIR        where adagrouper and adagrouper-calib are (default build)
 #   --out DIR          outputs (default fidelity-out)
 #   --prefix P         namespace prefix (default agf)
@@ -60,6 +70,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
+families="" memory_limit=""
 
 die() {
   echo "fidelity.sh: $*" >&2
@@ -83,6 +94,8 @@ while [ $# -gt 0 ]; do
     --calibrate) calibrate=${2:-}; shift 2 ;;
     --priority) priority=${2:-}; shift 2 ;;
     --pipeline) pipeline=${2:-}; shift 2 ;;
+    --families) families=${2:-}; shift 2 ;;
+    --memory-limit) memory_limit=${2:-}; shift 2 ;;
     --build) build=${2:-}; shift 2 ;;
     --out) out=${2:-}; shift 2 ;;
     --prefix) prefix=${2:-}; shift 2 ;;
@@ -115,6 +128,15 @@ case "$priority" in
   rt) prio=(chrt -f 10) ;;
   *) die "--priority: auto, rt, nice or none" ;;
 esac
+if [ -n "$families" ]; then
+  [[ "$families" =~ ^[a-z0-9,-]+$ ]] || die "--families: a comma-separated list of families, got '$families'"
+  [ "$ranks" -eq 2 ] || die "--families: needs --ranks 2 (the chain of namespaces links neighbours only)"
+  if [ -z "$pipeline" ]; then
+    pipeline="$root/configs/fidelity/pipeline-$((2 * ranks)).json"
+    [ -n "$memory_limit" ] || memory_limit=8e9
+  fi
+fi
+[ -z "$memory_limit" ] || [[ "$memory_limit" =~ ^[0-9.]+(e[0-9]+)?$ ]] || die "--memory-limit: bytes, got '$memory_limit'"
 [ -n "$pipeline" ] || pipeline="$root/configs/fidelity/pipeline-$ranks.json"
 [ -f "$pipeline" ] || die "--pipeline: no file $pipeline"
 [ -z "$trace" ] || [ -f "$trace" ] || die "--trace: no file $trace"
@@ -211,7 +233,7 @@ echo "== calibrate ($calibrate): $ranks ranks; shaped rates (B/s): $levels"
 mkdir -p "$out/calib"
 if [ "$calibrate" = replay ]; then
   for size in $calib_sizes; do
-    python3 - "$pipeline" "$out/calib/pipeline-$size.json" "$size" <<'EOF'
+    python3 - "$pipeline" "$out/calib/pipeline-$size.json" "$size" "$ranks" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
 sizes = sorted({e[k] for st in p["stages"] for e in st["profile"] for k in ("output_bytes", "grad_output_bytes")
@@ -221,6 +243,8 @@ p["name"] += "-calibration-" + sys.argv[3]
 p["description"] = f"50 us ops and messages of {size} bytes: both directions of every link busy"
 p["global_batch_size"] = 8
 p.pop("memory_limit_bytes", None)
+p.pop("partition", None)
+p["stages"] = p["stages"][:int(sys.argv[4])]  # one stage per rank (a pipeline of more model stages: its first)
 for st in p["stages"]:
     st["optimizer_s"] = 0.0
     st["profile"] = [{"micro_batch_size": 1, "forward_s": 50e-6, "backward_s": 50e-6, "activation_bytes": 0,
@@ -382,17 +406,31 @@ run_scenario() {
     network "$dir/net-plan.json" trace "$out/trace-unrolled.csv"
   fi
   local eval_it=$((iterations > 3 ? iterations : 3))
+  local plan_args=()
+  [ -z "$memory_limit" ] || plan_args+=(--memory-limit "$memory_limit")
+  [ -z "$families" ] || plan_args+=(--devices "$ranks" --families "$families")
   "$adagrouper" plan --pipeline "$pipeline" --network "$dir/net-plan.json" --eval-iterations "$eval_it" \
-    --output "$dir/plan.json" >"$dir/plan.txt"
-  # The evaluated candidates: the chosen one, then the others by predicted time.
+    "${plan_args[@]}" --output "$dir/plan.json" >"$dir/plan.txt"
+  # The evaluated candidates: the chosen one, then the others by predicted time; with
+  # --families the chosen one and the fastest of each family listed.
   local picks
-  picks=$(python3 - "$dir/plan.json" "$candidates" <<'EOF'
+  picks=$(python3 - "$dir/plan.json" "$candidates" "$families" <<'EOF'
 import json, sys
 plan = json.load(open(sys.argv[1]))
-k = int(sys.argv[2])
+k, families = int(sys.argv[2]), [f for f in sys.argv[3].split(",") if f]
 ev = [(c["status"] != "chosen", c["predicted_iteration_time_s"], i) for i, c in enumerate(plan["candidates"])
       if c["predicted_iteration_time_s"] is not None]
 ev.sort()
+if families:
+    cands = plan["candidates"]
+    picked = [ev[0][2]]
+    for f in families:
+        for v in sorted({c.get("virtual_stages", 1) for c in cands if c["schedule"] == f}):
+            same = [(t, i) for chosen, t, i in ev if cands[i]["schedule"] == f and cands[i].get("w_fill") != "dynamic"
+                    and cands[i].get("virtual_stages", 1) == v]
+            if same and min(same)[1] not in picked:
+                picked.append(min(same)[1])
+    ev = [(0, 0, i) for i in picked]
 print(" ".join(str(i) for _, _, i in (ev[:k] if k > 0 else ev)))
 EOF
 )
@@ -430,31 +468,27 @@ EOF
   : >"$dir/pairs.txt"
   : >"$dir/pairs-aligned.txt"
   for i in $picks; do
+    # The candidate as the plan evaluated it (simulate --plan), over the measured span.
     python3 - "$dir/run-$i.json" <<'EOF' >"$dir/sim-$i.args"
 import json, sys
 r = json.load(open(sys.argv[1]))
-args = ["--schedule", r["schedule"]]
-if r["schedule"] == "kfkb":
-    args += ["--k", str(r["k"])]
-args += ["--micro-batch-size", str(r["micro_batch_size"]), "--iterations", str(r["iterations"]),
-         "--start-time", repr(r["start_time_s"])]
-print(" ".join(args))
+print(" ".join(["--iterations", str(r["iterations"]), "--start-time", repr(r["start_time_s"])]))
 EOF
     # shellcheck disable=SC2046
-    "$adagrouper" simulate --pipeline "$pipeline" --network "$dir/net-sim-$i.json" $(cat "$dir/sim-$i.args") \
+    "$adagrouper" simulate --plan "$dir/plan.json" --candidate "$i" --pipeline "$pipeline" \
+      --network "$dir/net-sim-$i.json" $(cat "$dir/sim-$i.args") \
       --output "$dir/sim-$i.json" --timeline "$dir/sim-$i.trace.json" >/dev/null
     echo "sim-$i.json run-$i.json" >>"$dir/pairs.txt"
     # Aligned: each iteration simulated on its own from the moment the measured one
     # started, so that a measured iteration and its prediction see the same rates even
     # after the two runs have drifted apart.
-    python3 - "$adagrouper" "$pipeline" "$dir/net-sim-$i.json" "$dir/run-$i.json" "$dir/sim-aligned-$i.json" <<'EOF'
+    python3 - "$adagrouper" "$pipeline" "$dir/net-sim-$i.json" "$dir/run-$i.json" "$dir/sim-aligned-$i.json" \
+      "$dir/plan.json" "$i" <<'EOF'
 import json, subprocess, sys
-exe, pipe, net, run_path, out = sys.argv[1:6]
+exe, pipe, net, run_path, out, plan, candidate = sys.argv[1:8]
 run = json.load(open(run_path))
-base = ["simulate", "--pipeline", pipe, "--network", net, "--schedule", run["schedule"],
-        "--micro-batch-size", str(run["micro_batch_size"]), "--iterations", "1", "--json"]
-if run["schedule"] == "kfkb":
-    base += ["--k", str(run["k"])]
+base = ["simulate", "--plan", plan, "--candidate", candidate, "--pipeline", pipe, "--network", net,
+        "--iterations", "1", "--json"]
 t, parts = run["start_time_s"], []
 for measured in run["iteration_times_s"]:
     parts.append(json.loads(subprocess.run([exe] + base + ["--start-time", repr(t)], check=True,
