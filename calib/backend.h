@@ -120,6 +120,9 @@ class Event {
   virtual bool done() = 0;
   // Seconds from `earlier` to this event; both recorded, both reached.
   virtual double seconds_since(const Event& earlier) const = 0;
+  // When it was reached on the host's clock (now_s), where the backend knows it: cpu, whose
+  // streams are host threads; nullopt for cuda, whose events are on the device's clock.
+  virtual std::optional<double> host_time() const { return std::nullopt; }
 };
 
 class Stream {

@@ -76,6 +76,10 @@ class CpuEvent final : public Event {
     std::scoped_lock lock(st_->mutex, o.st_->mutex);
     return st_->time - o.st_->time;
   }
+  std::optional<double> host_time() const override {
+    std::lock_guard<std::mutex> lock(st_->mutex);
+    return st_->time;
+  }
 
  private:
   std::shared_ptr<State> st_;

@@ -347,12 +347,18 @@ class RankRun {
   // Runs every iteration; stage 0 starts the first not before `start_at` (Unix time).
   // `offset` is this rank's clock minus rank 0's.
   RankRecord run(const Mpi& mpi, std::optional<double> start_at, double offset) {
-    // The origin: every rank records it on its compute stream after a barrier.
+    // The origin: every rank records it on its compute stream after a barrier. Its time on
+    // the host clock is the event's own where the backend has one (cpu); otherwise (cuda)
+    // the middle of the calls that record it and wait for it, on an idle stream. Reading
+    // the clock after the wait instead would add the wake-up of this thread, which on an
+    // oversubscribed host is milliseconds and differs between ranks.
     auto origin = be_.create_event();
     mpi.barrier();
+    const double before = now_s();
     compute_->record(*origin);
     origin->synchronize();
-    const double origin_host = now_s() - offset;
+    const double after = now_s();
+    const double origin_host = origin->host_time().value_or(0.5 * (before + after)) - offset;
     if (s_ == 0) wait_for_start(start_at);
     for (std::size_t i = 0; i < total_; ++i) enqueue_iteration(i);
     if (s_ > 0) ready_links_.send(static_cast<std::size_t>(s_ - 1), *gate_, 16);
@@ -627,8 +633,20 @@ int report(const ReplayOptions& o, const ReplayPlan& plan, const std::vector<Ind
   return problems.empty() ? 0 : 1;
 }
 
+// Said up front by rank 0 when the ranks on its host outnumber its cores: each rank then
+// waits for a core now and then, and the measured times include those waits.
+void warn_if_oversubscribed(const Mpi& mpi) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  const int ranks = mpi.id().local_size;
+  if (mpi.rank() != 0 || cores == 0 || ranks <= static_cast<int>(cores)) return;
+  std::cerr << fmt::format("adagrouper-calib replay: warning: {} ranks share {} cores on this host: ranks wait for a "
+                           "core, and the measured times include those waits (docs/fidelity.md)\n",
+                           ranks, cores);
+}
+
 // Every rank runs its program; rank 0 gathers the records and reports.
 int replay(const Mpi& mpi, const ReplayOptions& o, const ReplayPlan& plan, const std::vector<IndexedProgram>& indexed) {
+  warn_if_oversubscribed(mpi);
   Watchdog dog(mpi, o.timeout_s);
   const ClockAlignment clocks = align_clocks(mpi);
   // Created on every rank or on none (a rank without a GPU, say): then every rank stops

@@ -153,10 +153,10 @@ std::vector<StageParams> Pipeline::at(int b, const std::string& what) const {
   const int S = num_stages();
   const long long M = global_batch_size / b, ops = 2 * M * S;
   if (ops > kMaxOps)
-    throw InputError(fmt::format("{}: micro-batch size {} gives M = {} micro-batches on {} stages, {} ops an iteration: "
-                                 "more than the {} a run may hold (every op takes memory in the schedule and the "
-                                 "simulation)",
-                                 what, b, M, S, ops, kMaxOps));
+    throw InputError(fmt::format("{}: micro-batch size {} gives M = {} micro-batches on {} stages, {} ops an iteration, "
+                                 "about {:.1f} GiB of memory at {:.0f} bytes an op: more than the {} ops a run may "
+                                 "hold",
+                                 what, b, M, S, ops, ops * kBytesPerOp / (1 << 30), kBytesPerOp, kMaxOps));
   std::vector<StageParams> out(S);
   for (int s = 0; s < S; ++s) {
     const auto& pr = stages[s].profile;

@@ -19,6 +19,10 @@ inline constexpr int kMaxStages = 4096;
 // Most compute ops one iteration may have (2 x M x model stages): the schedule and the
 // evaluators hold every op.
 inline constexpr long long kMaxOps = 1LL << 26;
+// Memory a run takes per compute op of an iteration (its schedule, compiled program and
+// the evaluator's times), rounded up from 63 bytes measured with the dataflow evaluator
+// (1F1B, 4 stages, M = 2^20: 532 MB peak) for messages that say how much a run needs.
+inline constexpr double kBytesPerOp = 64;
 // Most iterations one run may simulate.
 inline constexpr int kMaxIterations = 1'000'000;
 // Largest byte count an input may give (so that sums over stages and micro-batches stay

@@ -265,16 +265,31 @@ constexpr double kTimelineWarnBytes = 1024.0 * 1024 * 1024;
 
 // Before the run: the timeline's estimated size against --timeline-limit (refused above
 // it), and a warning on stderr above kTimelineWarnBytes.
+// The compute ops of one iteration.
+double ops_per_iteration(const Scenario& scenario) {
+  double ops = 0;
+  for (const auto& order : scenario.schedule.stages) ops += static_cast<double>(order.size());
+  if (scenario.schedule.spec.w_fill == WFill::Dynamic)  // the orders list no W ops; the run places them
+    ops += static_cast<double>(scenario.micro_batches()) * scenario.num_model_stages();
+  return ops;
+}
+
+// Before a run whose ops take more than kTimelineWarnBytes of memory: how much, on stderr
+// (one that would take more than a run may hold was refused when b was read).
+void note_run_size(const Scenario& scenario) {
+  const double ops = ops_per_iteration(scenario), bytes = ops * kBytesPerOp;
+  if (bytes > kTimelineWarnBytes)
+    std::cerr << fmt::format("adagrouper simulate: note: {:.0f} ops an iteration take about {:.1f} GiB of memory "
+                             "({:.0f} bytes an op)\n",
+                             ops, bytes / (1 << 30), kBytesPerOp);
+}
+
 void check_timeline_size(const po::variables_map& vm, const Scenario& scenario) {
   if (!vm.count("timeline")) {
     if (vm.count("timeline-limit")) throw InputError("--timeline-limit: only with --timeline FILE");
     return;
   }
-  double ops = 0;
-  for (const auto& order : scenario.schedule.stages) ops += static_cast<double>(order.size());
-  if (scenario.schedule.spec.w_fill == WFill::Dynamic)  // the orders list no W ops; the run places them
-    ops += static_cast<double>(scenario.micro_batches()) * scenario.num_model_stages();
-  ops *= scenario.iterations;
+  const double ops = ops_per_iteration(scenario) * scenario.iterations;
   const double bytes = ops * kTimelineBytesPerOp;
   const std::string size = fmt::format("about {:.3g} GB ({:.0f} ops x {:.0f} bytes)", bytes / 1e9, ops,
                                        kTimelineBytesPerOp);
@@ -335,6 +350,7 @@ int cmd_simulate(int argc, char** argv) {
   const Scenario scenario = scenario_option(vm, pipeline, network, b, iterations, planned, schedule_source);
   const SimOptions options = sim_options(vm);
   check_timeline_size(vm, scenario);
+  note_run_size(scenario);
 
   const SimResult result = simulate(scenario, options);
   const auto summary = summary_json(result);
