@@ -164,9 +164,17 @@ GroupNames strip_group_names(const std::string& re) {
 
 // ---- events ----------------------------------------------------------------------
 
+// An OVERLAP_F_B range of PyTorch's runtime ("PP:(0F3;1B1)OVERLAP_F_B": DualPipeV runs a
+// forward and a backward together): its parts, whose times the range does not tell apart.
+struct Overlap {
+  std::vector<KinetoOp> parts;  // start and duration still 0
+  double start_us = 0, duration_us = 0;
+};
+
 // What one file's events give, before choosing GPU or CPU ranges.
 struct Scan {
   std::array<std::vector<KinetoOp>, 2> ops;  // [0] CPU, [1] GPU
+  std::array<std::vector<Overlap>, 2> overlaps;
   std::array<std::size_t, 2> skipped{};
   std::vector<KinetoTransfer> transfers;
 };
@@ -243,6 +251,31 @@ void read_action(const Field& ev, std::size_t index, bool gpu, const Action& a, 
   scan.ops[gpu].push_back(op);
 }
 
+// "PP:(a;b)OVERLAP_F_B" with compute actions a and b: an Overlap; nullopt for any other name.
+std::optional<Overlap> overlap_of(const Field& ev, std::size_t index, const std::string& name) {
+  constexpr std::string_view kHead = "PP:(", kTail = ")OVERLAP_F_B";
+  if (name.size() > kMaxNameLength || !name.starts_with(kHead) || !name.ends_with(kTail)) return std::nullopt;
+  std::string_view inner = std::string_view(name).substr(kHead.size(), name.size() - kHead.size() - kTail.size());
+  Overlap o;
+  while (!inner.empty()) {
+    const std::size_t semi = std::min(inner.find(';'), inner.size());
+    const Action a = torch_action(inner.substr(0, semi));
+    inner.remove_prefix(std::min(semi + 1, inner.size()));
+    const std::optional<sim::Phase> phase = compute_phase(a.type);
+    if (!phase || a.micro_batch.empty()) return std::nullopt;  // not two compute actions: skipped
+    KinetoOp op;
+    op.stage = action_number(ev.at("name"), a.stage, "stage", sim::kMaxStages);
+    op.micro_batch = action_number(ev.at("name"), a.micro_batch, "micro-batch", sim::kMaxBatchSize);
+    op.phase = *phase;
+    op.event = index;
+    op.overlapped = true;
+    o.parts.push_back(op);
+  }
+  if (o.parts.empty()) return std::nullopt;
+  std::tie(o.start_us, o.duration_us) = event_times(ev);
+  return o;
+}
+
 void read_event(const Field& ev, std::size_t index, const ActionPattern& p, Scan& scan) {
   if (!ev.is_object()) ev.fail(fmt::format("must be an object, got {}", describe_json(ev.json())));
   const json& j = ev.json();
@@ -256,7 +289,39 @@ void read_event(const Field& ev, std::size_t index, const ActionPattern& p, Scan
   }
   const bool gpu = cat == "gpu_user_annotation";
   if (!gpu && j.contains("cat") && cat != "user_annotation") return;
+  if (!p.regex)
+    if (std::optional<Overlap> o = overlap_of(ev, index, name)) {
+      scan.overlaps[gpu].push_back(std::move(*o));
+      return;
+    }
   if (const std::optional<Action> a = match_action(name, p)) read_action(ev, index, gpu, *a, scan);
+}
+
+// Each OVERLAP_F_B range split into its parts, one after the other from its start, in
+// proportion to the medians of the same (stage, phase) measured on their own in this
+// file (equal shares where a part has none); the parts join the ops.
+void split_overlaps(const std::vector<Overlap>& overlaps, std::vector<KinetoOp>& ops) {
+  std::map<std::pair<int, sim::Phase>, std::vector<double>> alone;
+  for (const KinetoOp& op : ops) alone[{op.stage, op.phase}].push_back(op.duration_us);
+  for (const Overlap& o : overlaps) {
+    std::vector<double> weight;
+    for (const KinetoOp& part : o.parts) {
+      const auto it = alone.find({part.stage, part.phase});
+      weight.push_back(it == alone.end() ? 0.0 : median(it->second));
+    }
+    double total = 0;
+    for (double w : weight) total += w;
+    double at = o.start_us;
+    for (std::size_t i = 0; i < o.parts.size(); ++i) {
+      KinetoOp part = o.parts[i];
+      const double share = total > 0 ? weight[i] / total : 1.0 / static_cast<double>(o.parts.size());
+      part.start_us = at;
+      part.duration_us = o.duration_us * share;
+      at += part.duration_us;
+      ops.push_back(part);
+    }
+  }
+  std::stable_sort(ops.begin(), ops.end(), [](const KinetoOp& a, const KinetoOp& b) { return a.start_us < b.start_us; });
 }
 
 // The ops in time order, ranges of the same action that overlap (one action's range on
@@ -411,8 +476,10 @@ KinetoRank parse_kineto(std::string text, const std::string& source, const Actio
   for (std::size_t i = 0; i < events.size(); ++i) read_event(events.at(i), i, pattern, scan);
   KinetoRank r;
   r.source = source;
-  r.gpu = !scan.ops[1].empty();
+  r.gpu = !scan.ops[1].empty() || !scan.overlaps[1].empty();
   r.ops = merge_overlapping(std::move(scan.ops[r.gpu]));
+  split_overlaps(scan.overlaps[r.gpu], r.ops);
+  r.overlapped = scan.overlaps[r.gpu].size();
   r.skipped = scan.skipped[r.gpu];
   r.transfers = std::move(scan.transfers);
   std::stable_sort(r.transfers.begin(), r.transfers.end(),
@@ -439,10 +506,11 @@ KinetoStages collect_stages(const std::vector<KinetoRank>& ranks) {
     for (const KinetoOp& op : r.ops) {
       if (op.stage >= static_cast<int>(out.stages.size())) out.stages.resize(op.stage + 1);
       StageSamples& st = out.stages[op.stage];
+      micro_batches.insert(op.micro_batch);
+      if (op.overlapped) continue;  // a share of an OVERLAP_F_B range, not a measurement
       st.seconds[static_cast<std::size_t>(op.phase)].push_back(op.duration_us / 1e6);
       const std::string source = utf8_safe(r.source);
       if (std::find(st.sources.begin(), st.sources.end(), source) == st.sources.end()) st.sources.push_back(source);
-      micro_batches.insert(op.micro_batch);
     }
   out.micro_batches = static_cast<int>(micro_batches.size());
   for (std::size_t s = 0; s < out.stages.size(); ++s) {
@@ -451,7 +519,9 @@ KinetoStages collect_stages(const std::vector<KinetoRank>& ranks) {
       throw InputError(fmt::format("{}: stage {}: {}", all_sources(ranks), s, what));
     };
     if (st.of(Phase::Forward).empty())
-      fail(fmt::format("no F ranges (stages 0 to {} need one each; is a rank's file missing?)", out.stages.size() - 1));
+      fail(fmt::format("no F ranges of its own, outside OVERLAP_F_B ranges (stages 0 to {} need one each; is a "
+                       "rank's file missing?)",
+                       out.stages.size() - 1));
     if (st.of(Phase::BackwardInput).empty() != st.of(Phase::BackwardWeight).empty())
       fail("I ranges without W ranges, or W without I: give both halves of the split backward");
     if (st.of(Phase::Backward).empty() && st.of(Phase::BackwardInput).empty())

@@ -46,6 +46,9 @@ struct KinetoOp {
   sim::Phase phase = sim::Phase::Forward;
   double start_us = 0, duration_us = 0;
   std::size_t event = 0;  // index in traceEvents (the first, when ranges were merged)
+  // A part of an OVERLAP_F_B range: its share of the range's time, not a measurement of
+  // its own (not in the medians; in the stage trace).
+  bool overlapped = false;
 };
 
 // One NCCL send/recv kernel.
@@ -62,6 +65,7 @@ struct KinetoRank {
   std::vector<KinetoOp> ops;      // in time order; ranges of one action that overlap merged
   std::vector<KinetoTransfer> transfers;  // in time order
   std::size_t skipped = 0;        // matched actions that are not compute (SEND_F, RECV_B, ...)
+  std::size_t overlapped = 0;     // OVERLAP_F_B ranges, split into their parts (in ops)
 };
 
 // Decompresses gzip data (magic 1f 8b; several members allowed); other data unchanged.

@@ -222,6 +222,43 @@ TEST(Kineto, BadRegexes) {
             "r.json: traceEvents[0].name: stage \"ab\" of the action is not a number");
 }
 
+// DualPipeV's OVERLAP_F_B ranges: split into their parts in proportion to the medians of
+// the same ops run on their own in the file; the parts go into the stage trace and the
+// micro-batch count, not into the medians. A container of non-compute parts is skipped.
+TEST(Kineto, OverlapFBRangesAreSplitByTheMedians) {
+  const std::string text = trace_text(
+      x_event("PP:0F0", 0, 1000) + "," + x_event("PP:1F0", 1000, 1000) + "," + x_event("PP:1B0", 2000, 3000) + "," +
+      x_event("PP:0B0", 5000, 2000) + "," + x_event("PP:(0F1;1B2)OVERLAP_F_B", 7000, 2000) + "," +
+      x_event("PP:(0SEND_F1;1B2)OVERLAP_F_B", 9000, 100));
+  const tr::KinetoRank r = tr::parse_kineto(text, "dualpipev.json", tr::torch_action_pattern());
+  EXPECT_EQ(r.overlapped, 1u);
+  EXPECT_EQ(r.skipped, 1u);
+  ASSERT_EQ(r.ops.size(), 6u);
+  // 0F has a median of 1000 us, 1B of 3000 us: the 2000 us range splits 500 / 1500.
+  const tr::KinetoOp& f = r.ops[4];
+  const tr::KinetoOp& b = r.ops[5];
+  EXPECT_TRUE(f.overlapped && b.overlapped);
+  EXPECT_EQ(f.stage, 0);
+  EXPECT_EQ(f.micro_batch, 1);
+  EXPECT_EQ(f.phase, sim_phase::Forward);
+  EXPECT_DOUBLE_EQ(f.start_us, 7000);
+  EXPECT_DOUBLE_EQ(f.duration_us, 500);
+  EXPECT_EQ(b.stage, 1);
+  EXPECT_EQ(b.micro_batch, 2);
+  EXPECT_DOUBLE_EQ(b.start_us, 7500);
+  EXPECT_DOUBLE_EQ(b.duration_us, 1500);
+  const tr::KinetoStages st = tr::collect_stages({r});
+  EXPECT_EQ(st.micro_batches, 3);
+  EXPECT_EQ(st.stages[0].of(sim_phase::Forward).size(), 1u);  // the overlapped part is not a sample
+  const std::string csv = tr::kineto_stage_trace({r});
+  EXPECT_THAT(csv, HasSubstr("0,0,1,F,0.0005\n"));
+  EXPECT_THAT(csv, HasSubstr("0,1,2,B,0.0015\n"));
+  // A stage whose F ranges all lie inside OVERLAP_F_B ranges has no F of its own.
+  const std::string only = trace_text(x_event("PP:0B0", 0, 1000) + "," + x_event("PP:(0F1;0B2)OVERLAP_F_B", 1000, 10));
+  EXPECT_THAT(error_of([&] { tr::collect_stages({tr::parse_kineto(only, "o.json", tr::torch_action_pattern())}); }),
+              HasSubstr("stage 0: no F ranges of its own, outside OVERLAP_F_B ranges"));
+}
+
 TEST(Kineto, OldTracesWithoutCatMatchByName) {
   const std::string text = R"({"traceEvents": [
     {"ph": "X", "name": "PP:0F0", "pid": 1, "tid": 1, "ts": 0, "dur": 4},

@@ -30,7 +30,10 @@ Reads the Chrome traces that torch.profiler exports (one file per rank, .json or
 of a pipeline-parallel run and writes a pipeline file with one stage per model stage.
 torch.distributed.pipelining names each action's range PP:<stage><type><microbatch>
 (PP:2F0, PP:1I3, PP:0W1, PP:3B2); F, B, I and W are compute, SEND_F, RECV_B and the
-other types are skipped. GPU ranges (gpu_user_annotation) are used when a file has
+other types are skipped. An OVERLAP_F_B range (PP:(0F3;1B1)OVERLAP_F_B, DualPipeV's
+forward and backward run together) is split into its parts in proportion to the
+medians of the same ops measured on their own: the parts go into the stage trace, not
+into the medians. GPU ranges (gpu_user_annotation) are used when a file has
 them, else CPU ranges (user_annotation). Each stage gets the median duration of its F
 ranges as forward_s, of its B ranges as backward_s (or of I and W as backward_input_s
 and backward_weight_s, backward_s their sum); the spread goes into the stage's
@@ -114,6 +117,9 @@ std::string summary(const std::vector<tr::KinetoRank>& ranks, const tr::KinetoSt
   for (const tr::KinetoRank& r : ranks)
     out += fmt::format("{}: {} {} ranges, {} other actions skipped, {} NCCL send/recv kernels\n", r.source,
                        r.ops.size(), r.gpu ? "GPU" : "CPU", r.skipped, r.transfers.size());
+    if (r.overlapped > 0)
+      out += fmt::format("{}: {} OVERLAP_F_B ranges split into their parts (in the stage trace, not the medians)\n",
+                         r.source, r.overlapped);
   out += fmt::format("{} stages, {} micro-batches seen, b = {}, B = {}\n", st.stages.size(), st.micro_batches, b, B);
   out += fmt::format("{:>5} {:>6} {:>10} {:>10} {:>10} {:>10}   (medians, ms)\n", "stage", "ops", "F", "B", "I", "W");
   for (std::size_t s = 0; s < st.stages.size(); ++s) {
