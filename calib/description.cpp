@@ -49,8 +49,9 @@ namespace {
 
 constexpr std::int64_t kMaxDim = 1 << 20;
 
+// A size in bytes, or with a unit ("40GiB").
 double read_bytes(const Field& f) {
-  return f.number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
+  return f.number_in(Quantity::size, 0, sim::kMaxBytes, "the largest byte count an input may give");
 }
 
 int dimension(const Field& f, std::int64_t min = 1) {
@@ -89,7 +90,7 @@ StageDescription parse_stage_description(const nlohmann::json& doc, const std::s
   if (root.has("vocabulary")) d.vocabulary = dimension(root.at("vocabulary"), 2);
   if (root.has("global_batch_size")) d.global_batch_size = root.at("global_batch_size").int_in(1, sim::kMaxBatchSize);
   if (root.has("memory_limit_bytes")) {
-    d.memory_limit_bytes = root.at("memory_limit_bytes").positive();
+    d.memory_limit_bytes = root.at("memory_limit_bytes").positive(Quantity::size);
     read_bytes(root.at("memory_limit_bytes"));
   }
   if (root.has("static_overhead_bytes")) d.static_overhead_bytes = read_bytes(root.at("static_overhead_bytes"));

@@ -2,13 +2,13 @@
 #include "options.h"
 
 #include <cmath>
-#include <cstdio>
 #include <ostream>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
 #include "error.h"
+#include "unit_options.h"
 
 namespace po = boost::program_options;
 
@@ -52,6 +52,26 @@ Example:
                      cuda_backend_built() ? ", cuda (default)" : " (default; built without CUDA)");
 }
 
+namespace {
+
+// A size with any unit of docs/formats.md ("64MiB", "1GB", "1.5KiB"): a whole number of
+// bytes that fits 64 bits.
+std::uint64_t parse_size_with_unit(std::string_view text, std::string_view option) {
+  double v = 0;
+  try {
+    v = parse_quantity(text, Quantity::size);
+  } catch (const QuantityError& e) {
+    throw InputError(fmt::format("--{}: \"{}\" is not a size like 4096, 64K, 16M, 1G (powers of 1024) or 64MB: {}",
+                                 option, text, e.reason()));
+  }
+  if (!(v >= 0)) throw InputError(fmt::format("--{}: \"{}\" is not a size: must be >= 0", option, text));
+  if (v >= 18446744073709551616.0) throw InputError(fmt::format("--{}: {} is too large", option, text));
+  if (v != std::floor(v)) throw InputError(fmt::format("--{}: \"{}\" is {} bytes, not a whole number", option, text, v));
+  return static_cast<std::uint64_t>(v);
+}
+
+}  // namespace
+
 std::uint64_t parse_size(std::string_view text, std::string_view option) {
   std::uint64_t v = 0;
   std::size_t i = 0;
@@ -60,9 +80,8 @@ std::uint64_t parse_size(std::string_view text, std::string_view option) {
     if (v > (UINT64_MAX - 9) / 10) throw InputError(fmt::format("--{}: {} is too large", option, text));
     v = v * 10 + static_cast<std::uint64_t>(text[i] - '0');
   }
-  if (i == 0) throw InputError(fmt::format("--{}: \"{}\" is not a size like 4096, 64K, 16M or 1G", option, text));
   int shift = 0;
-  if (i < text.size()) {
+  if (i > 0 && i + 1 == text.size()) {  // one letter: nccl-tests' K, M, G, T, powers of 1024
     switch (text[i]) {
       case 'K': case 'k': shift = 10; break;
       case 'M': case 'm': shift = 20; break;
@@ -70,10 +89,8 @@ std::uint64_t parse_size(std::string_view text, std::string_view option) {
       case 'T': case 't': shift = 40; break;
       default: shift = -1;
     }
-    ++i;
-    if (shift < 0 || i != text.size())
-      throw InputError(fmt::format("--{}: \"{}\" is not a size like 4096, 64K, 16M or 1G", option, text));
   }
+  if (i == 0 || shift < 0 || (i < text.size() && shift == 0)) return parse_size_with_unit(text, option);
   if (shift > 0 && v > (UINT64_MAX >> shift)) throw InputError(fmt::format("--{}: {} is too large", option, text));
   return v << shift;
 }
@@ -169,8 +186,9 @@ void add_common(po::options_description& o, const Options& opt, int warmup, int 
     ("backend", po::value<std::string>()->default_value(cuda ? "cuda" : "cpu"),
      "cuda (cuBLAS, our kernels and NCCL, one GPU per rank by local rank) or cpu (CPU kernels and MPI)")
     ("output-dir,o", po::value<std::string>()->default_value(opt.output_dir.string()), "where the outputs go")
-    ("timeout", po::value<double>()->default_value(opt.timeout_s),
-     "seconds a transfer or synchronization may take before the job is aborted (0: never)")
+    ("timeout", po::value<TimeArg>()->default_value(TimeArg{opt.timeout_s}),
+     "seconds a transfer or synchronization may take before the job is aborted (0: never; units accepted: "
+     "500us, 2min)")
     ("warmup,w", po::value<int>()->default_value(warmup), "untimed runs first")
     ("seed", po::value<std::uint64_t>()->default_value(opt.seed), "seed of the weights and inputs");
   // clang-format on
@@ -196,13 +214,16 @@ void add_p2p_options(po::options_description& o, const Options& opt) {
     ("micro-batch-size", po::value<std::vector<int>>()->multitoken()->value_name("B ..."),
      "with --pipeline: these micro-batch sizes (default: every size stage 0 profiles that all stages cover "
      "and that divides the global batch)")
-    ("bytes", po::value<std::string>()->value_name("LIST"), "message sizes instead, e.g. 64M or 1M,16M")
-    ("duration", po::value<double>()->default_value(opt.duration_s), "recording window, seconds")
-    ("interval", po::value<double>()->default_value(opt.interval_s), "seconds between transfer starts (> 0)")
+    ("bytes", po::value<std::string>()->value_name("LIST"),
+     "message sizes instead, e.g. 64M or 1M,16M (K, M, G, T: powers of 1024; or any size unit: 64MB, 64MiB)")
+    ("duration", po::value<TimeArg>()->default_value(TimeArg{opt.duration_s}),
+     "recording window, seconds (units accepted: 500us)")
+    ("interval", po::value<TimeArg>()->default_value(TimeArg{opt.interval_s}),
+     "seconds between transfer starts (> 0; units accepted: 500us)")
     ("direction", po::value<std::string>()->default_value("both"),
      "channels recorded: both (s -> s+1 and s+1 -> s, all at once), forward or backward")
     ("contention", po::value<std::string>()->value_name("ON,OFF[,BYTES]"),
-     "background transfers on another communicator: ON seconds on, OFF seconds off");
+     "background transfers on another communicator: ON seconds on, OFF seconds off (units accepted: 50ms,50ms,16MiB)");
   // clang-format on
 }
 
@@ -210,7 +231,8 @@ void add_bandwidth_options(po::options_description& o, const Options& opt) {
   add_common(o, opt, 5, 0);
   // clang-format off
   o.add_options()
-    ("min-bytes,b", po::value<std::string>()->default_value("1K"), "smallest size (K, M, G: powers of 1024)")
+    ("min-bytes,b", po::value<std::string>()->default_value("1K"),
+     "smallest size (K, M, G: powers of 1024; or any size unit: 1kB, 1KiB)")
     ("max-bytes,e", po::value<std::string>()->default_value("64M"), "largest size")
     ("factor,f", po::value<int>()->default_value(2), "each size is the previous one times this")
     ("iters", po::value<int>()->default_value(opt.iters), "timed transfers per size");
@@ -246,7 +268,7 @@ void read_common(const po::variables_map& vm, Options& opt) {
   }
   opt.output_dir = vm["output-dir"].as<std::string>();
   if (opt.output_dir.empty()) throw InputError("--output-dir: empty");
-  opt.timeout_s = vm["timeout"].as<double>();
+  opt.timeout_s = vm["timeout"].as<TimeArg>().value;
   if (!(opt.timeout_s >= 0) || !std::isfinite(opt.timeout_s))
     throw InputError(fmt::format("--timeout: must be >= 0 seconds, got {}", opt.timeout_s));
   opt.warmup = vm["warmup"].as<int>();
@@ -284,17 +306,24 @@ std::vector<std::uint64_t> parse_message_bytes(const std::string& list) {
   return out;
 }
 
-// --contention ON,OFF[,BYTES].
+// --contention ON,OFF[,BYTES]; ON and OFF in seconds or with a time unit ("50ms").
 Contention parse_contention(const std::string& spec) {
   Contention c;
-  double on = 0, off = 0;
-  int used = 0;
-  const std::size_t second = spec.find(',', spec.find(',') + 1);
-  const std::string times = spec.substr(0, second);
-  if (std::sscanf(times.c_str(), "%lf,%lf%n", &on, &off, &used) != 2 || used != static_cast<int>(times.size()) ||
-      !(on > 0) || !(off >= 0) || !std::isfinite(on) || !std::isfinite(off))
+  const std::size_t first = spec.find(',');
+  const std::size_t second = first == std::string::npos ? first : spec.find(',', first + 1);
+  double on = -1, off = -1;
+  std::string why;
+  try {
+    if (first != std::string::npos) {
+      on = parse_quantity(std::string_view(spec).substr(0, first), Quantity::time);
+      off = parse_quantity(std::string_view(spec).substr(first + 1, second - first - 1), Quantity::time);
+    }
+  } catch (const QuantityError& e) {
+    why = fmt::format(" ({})", e.what());
+  }
+  if (!(on > 0) || !(off >= 0))
     throw InputError(
-        fmt::format("--contention: \"{}\" is not ON,OFF[,BYTES] with ON > 0 and OFF >= 0 seconds", spec));
+        fmt::format("--contention: \"{}\" is not ON,OFF[,BYTES] with ON > 0 and OFF >= 0 seconds{}", spec, why));
   c.on_s = on;
   c.off_s = off;
   if (second != std::string::npos) {
@@ -326,8 +355,8 @@ void read_p2p_recording(const po::variables_map& vm, Options& opt) {
     throw InputError(fmt::format("--direction: must be both, forward or backward, got \"{}\"", dir));
   opt.forward = dir != "backward";
   opt.backward = dir != "forward";
-  opt.duration_s = vm["duration"].as<double>();
-  opt.interval_s = vm["interval"].as<double>();
+  opt.duration_s = vm["duration"].as<TimeArg>().value;
+  opt.interval_s = vm["interval"].as<TimeArg>().value;
   if (!(opt.duration_s > 0) || !std::isfinite(opt.duration_s))
     throw InputError(fmt::format("--duration: must be > 0 seconds, got {}", opt.duration_s));
   if (!(opt.interval_s > 0) || !std::isfinite(opt.interval_s))

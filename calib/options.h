@@ -60,7 +60,8 @@ std::optional<Options> parse_options(const std::vector<std::string>& args, std::
 std::string usage();
 
 // "64M" -> 67108864: an integer with an optional K, M, G or T suffix (powers of 1024,
-// as nccl-tests reads them). Throws InputError naming `option`.
+// as nccl-tests reads them), or a whole number of bytes with any size unit of
+// docs/formats.md ("64MB", "64MiB", "1.5KiB"). Throws InputError naming `option`.
 std::uint64_t parse_size(std::string_view text, std::string_view option);
 
 // min, min*f, min*f^2, ... <= max (nccl-tests' -b/-e/-f). Throws InputError naming

@@ -77,8 +77,9 @@ double positive_or(const Field& f, std::string_view key, double fallback) {
   return f.has(key) ? f.at(key).positive() : fallback;
 }
 
+// A size in bytes, or with a unit ("40GiB").
 double read_bytes(const Field& f) {
-  return f.number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
+  return f.number_in(Quantity::size, 0, sim::kMaxBytes, "the largest byte count an input may give");
 }
 
 // Most layers a model may have (the partition's tables grow with layers x stages).
@@ -93,10 +94,11 @@ Device parse_device(const Field& dev) {
   Device d;
   d.name = opt_string(dev, "name");
   d.source = opt_string(dev, "source");
-  d.memory_bytes = dev.at("memory_bytes").positive();
+  d.memory_bytes = dev.at("memory_bytes").positive(Quantity::size);
   read_bytes(dev.at("memory_bytes"));
   d.peak_flops = positive_or(dev, "peak_flops", 0);
-  d.memory_bandwidth = positive_or(dev, "memory_bandwidth_bytes_per_s", 0);
+  d.memory_bandwidth =
+      dev.has("memory_bandwidth_bytes_per_s") ? dev.at("memory_bandwidth_bytes_per_s").positive(Quantity::rate) : 0;
   d.gemm_efficiency = positive_or(dev, "gemm_efficiency", 0);
   d.gemm_half_rows = dev.non_negative_or("gemm_half_rows", 0);
   d.attention_efficiency = positive_or(dev, "attention_efficiency", 0);

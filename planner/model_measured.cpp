@@ -22,8 +22,9 @@ bool is_layer_line(const Field& f) {
   return f.has("type") && f.at("type").json().is_string() && f.at("type").json().get<std::string>() == "layer";
 }
 
+// A size in bytes, or with a unit ("40GiB").
 double read_bytes(const Field& f) {
-  return f.number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
+  return f.number_in(Quantity::size, 0, sim::kMaxBytes, "the largest byte count an input may give");
 }
 
 // The point a line gives for layer li at size b: the measured times; the bytes it leaves

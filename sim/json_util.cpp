@@ -470,13 +470,19 @@ Field Field::at(std::string_view key) const {
   std::string sub = path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
   auto it = value_->find(key);
   if (it == value_->end()) throw InputError(fmt::format("{}: {}: missing field", file_, sub));
-  return Field(*it, file_, std::move(sub));
+  return Field(*it, file_, std::move(sub)).plain_rates(plain_rates_);
 }
 
 Field Field::at(std::size_t index) const {
   require_array();
   if (index >= value_->size()) fail(fmt::format("has no element {}", index));
-  return Field((*value_)[index], file_, fmt::format("{}[{}]", path_, index));
+  return Field((*value_)[index], file_, fmt::format("{}[{}]", path_, index)).plain_rates(plain_rates_);
+}
+
+Field Field::plain_rates(std::string_view why) const {
+  Field f = *this;
+  f.plain_rates_ = why;
+  return f;
 }
 
 std::size_t Field::size() const {
@@ -499,23 +505,56 @@ double Field::number() const {
   return v;
 }
 
-double Field::non_negative() const {
-  double v = number();
-  if (!(v >= 0)) fail(fmt::format("must be >= 0, got {}", v));
+double Field::quantity(Quantity q) const {
+  if (!value_->is_string()) {
+    if (!value_->is_number())
+      fail(fmt::format("must be a number of {} or a string with a {} unit (\"{}\"), got {}", base_unit_name(q),
+                       quantity_name(q), unit_example(q), describe_json(*value_)));
+    return number();
+  }
+  const std::string& text = value_->get_ref<const std::string&>();
+  try {
+    const double v = parse_quantity(text, q);
+    if (!has_unit(text))
+      fail(fmt::format("must be a number (in {}) or a string with a unit (\"{}{}\"), got {}", base_unit_name(q),
+                       text, base_unit_symbol(q), describe_json(*value_)));
+    if (q == Quantity::rate && !plain_rates_.empty())
+      fail(fmt::format("must be a plain number ({}), got {}", plain_rates_, describe_json(*value_)));
+    return v;
+  } catch (const QuantityError& e) {
+    fail(utf8_safe(e.what()));
+  }
+}
+
+std::string Field::got(double v) const {
+  if (value_->is_string()) return fmt::format("{} ({})", describe_json(*value_), v);
+  return fmt::format("{}", v);
+}
+
+double Field::non_negative(std::optional<Quantity> q) const {
+  const double v = q ? quantity(*q) : number();
+  if (!(v >= 0)) fail(fmt::format("must be >= 0, got {}", got(v)));
   return v;
 }
 
-double Field::positive() const {
-  double v = number();
-  if (!(v > 0)) fail(fmt::format("must be > 0, got {}", v));
+double Field::positive(std::optional<Quantity> q) const {
+  const double v = q ? quantity(*q) : number();
+  if (!(v > 0)) fail(fmt::format("must be > 0, got {}", got(v)));
+  return v;
+}
+
+double Field::in_range(double v, double min, double max, std::string_view why) const {
+  if (v < min) fail(fmt::format("must be >= {}, got {}", min, got(v)));
+  if (v > max) fail(fmt::format("must be <= {}{}{}, got {}", max, why.empty() ? "" : ", ", why, got(v)));
   return v;
 }
 
 double Field::number_in(double min, double max, std::string_view why) const {
-  const double v = number();
-  if (v < min) fail(fmt::format("must be >= {}, got {}", min, v));
-  if (v > max) fail(fmt::format("must be <= {}{}{}, got {}", max, why.empty() ? "" : ", ", why, v));
-  return v;
+  return in_range(number(), min, max, why);
+}
+
+double Field::number_in(Quantity q, double min, double max, std::string_view why) const {
+  return in_range(quantity(q), min, max, why);
 }
 
 std::int64_t Field::integer() const {

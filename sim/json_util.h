@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "error.h"
+#include "units.h"
 
 namespace adagrouper {
 
@@ -67,10 +69,20 @@ class Field {
 
   // Typed reads; each fails with "FILE: PATH: must be ..., got ..." .
   double number() const;                  // any finite number
-  double non_negative() const;            // finite, >= 0
-  double positive() const;                // finite, > 0
+  // Finite and >= 0, or > 0; with `q`, a quantity as quantity(q) reads it.
+  double non_negative(std::optional<Quantity> q = std::nullopt) const;
+  double positive(std::optional<Quantity> q = std::nullopt) const;
   // A finite number in [min, max]; `why` explains the upper limit in the message.
   double number_in(double min, double max, std::string_view why = {}) const;
+  // A time, a size or a rate (docs/formats.md, "Units"): a number in seconds, bytes or
+  // bytes per second, as number() reads it, or a string with a unit ("500us", "40GiB",
+  // "25Gbit/s"). A string without a unit or with a unit of another quantity fails, and
+  // so does a rate with a unit below plain_rates; the message lists the units.
+  double quantity(Quantity q) const;      // any finite value
+  double seconds() const { return quantity(Quantity::time); }
+  double bytes() const { return quantity(Quantity::size); }
+  double rate() const { return quantity(Quantity::rate); }
+  double number_in(Quantity q, double min, double max, std::string_view why = {}) const;
   std::int64_t integer() const;           // an integral number
   std::int64_t integer_at_least(std::int64_t min) const;
   // An integer in [min, max] (the range of int by default), never wrapped.
@@ -94,12 +106,25 @@ class Field {
   // Optional members with defaults.
   double non_negative_or(std::string_view key, double fallback) const;
 
+  // This field, and every field reached through it with at(), takes rates as plain
+  // numbers only: a rate with a unit fails with `why` (a string that outlives the
+  // fields, such as a literal): "a speed is a multiplier, not a rate". For values that
+  // are rates in name only: speeds, and traces in bits per second or factors.
+  Field plain_rates(std::string_view why) const;
+  std::string_view plain_rates_why() const { return plain_rates_; }
+
   [[noreturn]] void fail(std::string_view what) const;
 
  private:
+  // `v` as a message quotes it: the number, or the string it was read from and the number.
+  std::string got(double v) const;
+  // v, when it lies in [min, max].
+  double in_range(double v, double min, double max, std::string_view why) const;
+
   const nlohmann::json* value_;
   std::string file_;
   std::string path_;
+  std::string_view plain_rates_;  // empty: rates may have units
 };
 
 // The keys an object of a document may have, for check_schema: `path` names the object

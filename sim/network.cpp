@@ -65,7 +65,8 @@ NetworkSpec::Speed parse_speed(const Field& e, std::size_t i, const std::filesys
   NetworkSpec::Speed sp;
   sp.field = fmt::format("stages[{}]", i);
   sp.stage = stage_index(e.at("stage"));
-  if (e.has("speed")) sp.speed = rates.parse_shared(e.at("speed"), base_dir);
+  if (e.has("speed"))
+    sp.speed = rates.parse_shared(e.at("speed").plain_rates("a speed is a multiplier, not a rate"), base_dir);
   return sp;
 }
 

@@ -12,7 +12,10 @@ namespace adagrouper::sim {
 
 namespace {
 
-double read_bytes(const Field& f) { return f.number_in(0, kMaxBytes, "the largest byte count an input may give"); }
+// A size in bytes, or with a unit ("40GiB").
+double read_bytes(const Field& f) {
+  return f.number_in(Quantity::size, 0, kMaxBytes, "the largest byte count an input may give");
+}
 
 // backward_input_s, backward_weight_s and weight_grad_bytes of one profile entry
 // (docs/model.md §14): each at most what it may be.
@@ -100,7 +103,7 @@ Pipeline parse_pipeline(const nlohmann::json& doc, const std::string& source) {
   p.global_batch_size = root.at("global_batch_size").int_in(1, kMaxBatchSize);
   if (root.has("memory_limit_bytes")) {
     p.memory_limit_bytes = read_bytes(root.at("memory_limit_bytes"));
-    if (!(*p.memory_limit_bytes > 0)) root.at("memory_limit_bytes").positive();  // reports "must be > 0"
+    if (!(*p.memory_limit_bytes > 0)) root.at("memory_limit_bytes").positive(Quantity::size);  // reports "must be > 0"
   }
   Field stages = root.at("stages");
   if (stages.size() == 0) stages.fail("must list at least one stage");

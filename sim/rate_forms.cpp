@@ -11,19 +11,19 @@
 namespace adagrouper::sim {
 
 double read_time(const Field& f) {
-  const double v = f.non_negative();
+  const double v = f.non_negative(Quantity::time);
   if (const std::string e = time_error(v); !e.empty()) f.fail(e);
   return v;
 }
 
 double read_period(const Field& f) {
-  const double v = f.positive();
+  const double v = f.positive(Quantity::time);
   if (const std::string e = period_error(v); !e.empty()) f.fail(e);
   return v;
 }
 
 double read_rate(const Field& f) {
-  const double v = f.non_negative();
+  const double v = f.non_negative(Quantity::rate);
   if (const std::string e = rate_error(v); !e.empty()) f.fail(e);
   return v;
 }

@@ -43,7 +43,9 @@ class BasicRates final : public RateParser {
   RateTrace parse(const Field& rate, const std::filesystem::path& base_dir) const override;
 };
 
-// Reads of the input scale (rate.h), InputErrors naming the file and the field:
+// Reads of the input scale (rate.h), InputErrors naming the file and the field. Each
+// takes a number in seconds or bytes per second, or a string with a unit ("500us",
+// "25Gbit/s"; a rate below Field::plain_rates takes plain numbers only).
 double read_time(const Field& f);    // a time, length or latency in [0, kMaxTime]
 double read_period(const Field& f);  // a period or duration in [kTimeResolution, kMaxTime]
 double read_rate(const Field& f);    // a rate or speed: 0, or in [kMinRate, kMaxRate]

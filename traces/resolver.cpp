@@ -26,8 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double number_or(const Field& f, std::string_view key, double fallback) {
-  return f.has(key) ? f.at(key).number() : fallback;
+// A time in seconds, or with a unit ("500ms").
+double seconds_or(const Field& f, std::string_view key, double fallback) {
+  return f.has(key) ? f.at(key).seconds() : fallback;
 }
 
 std::uint64_t seed_of(const Field& f) {
@@ -38,9 +39,10 @@ bool bool_or(const Field& f, std::string_view key, bool fallback) {
   return f.has(key) ? f.at(key).boolean() : fallback;
 }
 
-std::vector<double> numbers(const Field& f) {
+// An array of times or rates, each a number or a string with a unit.
+std::vector<double> quantities(const Field& f, Quantity q) {
   std::vector<double> out(f.size());
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = f.at(i).number();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = f.at(i).quantity(q);
   return out;
 }
 
@@ -94,7 +96,7 @@ bool plain_file(const Field& f) {
 Trace resolve_file(const Field& f, const fs::path& base_dir, int depth, detail::TraceCache* cache) {
   const std::shared_ptr<const Trace> loaded = file_trace(f, base_dir, depth, cache);
   const Trace& t = *loaded;
-  if (f.has("repeat_s")) return guarded(f, [&] { return repeat(t, f.at("repeat_s").number()); });
+  if (f.has("repeat_s")) return guarded(f, [&] { return repeat(t, f.at("repeat_s").seconds()); });
   if (bool_or(f, "repeat", false)) {
     const std::string name = f.at("file").string();
     if (!(t.span_s > 0))
@@ -110,11 +112,11 @@ Trace resolve_file(const Field& f, const fs::path& base_dir, int depth, detail::
 
 Trace parse_periodic(const Field& f, const RateContext&) {
   Periodic p;
-  p.high = f.at("high").number();
-  p.low = f.at("low").number();
-  p.period_s = f.at("period_s").number();
+  p.high = f.at("high").rate();
+  p.low = f.at("low").rate();
+  p.period_s = f.at("period_s").seconds();
   p.low_fraction = f.at("low_fraction").number();
-  p.phase_s = number_or(f, "phase_s", 0.0);
+  p.phase_s = seconds_or(f, "phase_s", 0.0);
   return guarded(f, [&] { return make_periodic(p); });
 }
 
@@ -133,11 +135,11 @@ bool starts_high(const Field& f) {
 
 Trace parse_onoff(const Field& f, const RateContext&) {
   OnOff p;
-  p.high = f.at("high").number();
-  p.low = f.at("low").number();
-  p.mean_high_s = f.at("mean_high_s").number();
-  p.mean_low_s = f.at("mean_low_s").number();
-  p.duration_s = f.at("duration_s").number();
+  p.high = f.at("high").rate();
+  p.low = f.at("low").rate();
+  p.mean_high_s = f.at("mean_high_s").seconds();
+  p.mean_low_s = f.at("mean_low_s").seconds();
+  p.duration_s = f.at("duration_s").seconds();
   if (f.has("distribution")) p.distribution = dwell_of(f.at("distribution"));
   if (f.has("sigma")) {
     if (p.distribution != Dwell::lognormal) f.at("sigma").fail("applies to \"distribution\": \"lognormal\" only");
@@ -151,21 +153,21 @@ Trace parse_onoff(const Field& f, const RateContext&) {
 
 Trace parse_steps(const Field& f, const RateContext&) {
   Steps p;
-  p.levels = numbers(f.at("levels"));
-  p.durations_s = numbers(f.at("durations_s"));
+  p.levels = quantities(f.at("levels"), Quantity::rate);
+  p.durations_s = quantities(f.at("durations_s"), Quantity::time);
   p.repeat = bool_or(f, "repeat", false);
   return guarded(f, [&] { return make_steps(p); });
 }
 
 Trace parse_contention(const Field& f, const RateContext&) {
   Contention p;
-  p.base = f.at("base").number();
+  p.base = f.at("base").rate();
   const auto flows = f.at("flows").integer_at_least(0);
   if (flows > 100000) f.at("flows").fail(fmt::format("must be <= 100000, got {}", flows));
   p.flows = static_cast<int>(flows);
-  p.mean_active_s = f.at("mean_active_s").number();
-  p.mean_idle_s = f.at("mean_idle_s").number();
-  p.duration_s = f.at("duration_s").number();
+  p.mean_active_s = f.at("mean_active_s").seconds();
+  p.mean_idle_s = f.at("mean_idle_s").seconds();
+  p.duration_s = f.at("duration_s").seconds();
   p.seed = seed_of(f);
   p.repeat = bool_or(f, "repeat", true);
   return guarded(f, [&] { return make_contention(p); });
@@ -188,7 +190,7 @@ Trace parse_clip(const Field& f, const RateContext& at) {
 }
 
 Trace parse_shift(const Field& f, const RateContext& at) {
-  const double by = f.at("by_s").number();
+  const double by = f.at("by_s").seconds();
   std::optional<double> fill;
   if (f.has("fill")) fill = sim::read_rate(f.at("fill"));
   const Trace of = at.nested(f.at("of"));
@@ -324,8 +326,9 @@ sim::RateTrace TraceRates::parse(const Field& rate, const fs::path& base_dir) co
 }
 
 sim::RatePtr TraceRates::parse_shared(const Field& rate, const fs::path& base_dir) const {
-  const std::string key =
-      base_dir.string() + "\n" + rate.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // A speed and a rate with the same form are one trace, unless units make them differ.
+  const std::string key = fmt::format("{}\n{}\n{}", base_dir.string(), rate.plain_rates_why(),
+                                      rate.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   return cache_->form(key, [&]() -> sim::RatePtr {
     if (!plain_file(rate)) return std::make_shared<const sim::RateTrace>(parse(rate, base_dir));
     // The file's trace itself, not a copy: the cache and every channel share it.

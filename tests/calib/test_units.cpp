@@ -44,6 +44,39 @@ TEST(CalibOptions, SizesWithSuffixes) {
   EXPECT_THAT(input_error([] { cal::parse_size("99999999999999999999", "bytes"); }), HasSubstr("too large"));
 }
 
+TEST(CalibOptions, SizesWithUnits) {
+  // One letter keeps nccl-tests' powers of 1024; units of docs/formats.md mean what they say.
+  EXPECT_EQ(cal::parse_size("64MiB", "bytes"), 64u << 20);
+  EXPECT_EQ(cal::parse_size("64MB", "bytes"), 64000000u);
+  EXPECT_EQ(cal::parse_size("1.5KiB", "bytes"), 1536u);
+  EXPECT_EQ(cal::parse_size("1kB", "bytes"), 1000u);
+  EXPECT_EQ(cal::parse_size("16 B", "bytes"), 16u);
+  EXPECT_EQ(cal::parse_size("8Gbit", "bytes"), 1000000000u);
+  EXPECT_THAT(input_error([] { cal::parse_size("40Gib", "max-bytes"); }),
+              HasSubstr("--max-bytes: \"40Gib\" is not a size like 4096, 64K, 16M, 1G (powers of 1024) or 64MB: "
+                        "unknown size unit \"Gib\""));
+  EXPECT_THAT(input_error([] { cal::parse_size("5ms", "bytes"); }), HasSubstr("is a time unit, not a size unit"));
+  EXPECT_THAT(input_error([] { cal::parse_size("1.5B", "bytes"); }), HasSubstr("not a whole number"));
+  EXPECT_THAT(input_error([] { cal::parse_size("-1KiB", "bytes"); }), HasSubstr("not a size: must be >= 0"));
+  EXPECT_THAT(input_error([] { cal::parse_size("20EiB", "bytes"); }), HasSubstr("unknown size unit"));
+  EXPECT_EQ(cal::parse_size("100TiB", "bytes"), 100ull << 40);
+  EXPECT_THAT(input_error([] { cal::parse_size("1e8TiB", "bytes"); }), HasSubstr("too large"));
+}
+
+TEST(CalibOptions, TimesWithUnits) {
+  const cal::Options p = parse({"p2p", "--bytes", "1MiB", "--duration", "1min", "--interval", "500ms", "--contention",
+                                "50ms,1.5s,4MiB", "--timeout", "2min"});
+  EXPECT_EQ(p.duration_s, 60.0);
+  EXPECT_EQ(p.interval_s, 0.5);
+  EXPECT_EQ(p.count, 120);
+  EXPECT_EQ(p.timeout_s, 120.0);
+  EXPECT_EQ(p.message_bytes, (std::vector<std::uint64_t>{1u << 20}));
+  ASSERT_TRUE(p.contention.has_value());
+  EXPECT_EQ(p.contention->on_s, 0.05);
+  EXPECT_EQ(p.contention->off_s, 1.5);
+  EXPECT_EQ(p.contention->bytes, 4u << 20);
+}
+
 TEST(CalibOptions, SeriesLikeNcclTests) {
   EXPECT_EQ(cal::size_series(1, 8, 2, "e"), (std::vector<std::uint64_t>{1, 2, 4, 8}));
   EXPECT_EQ(cal::size_series(1, 16, 4, "e"), (std::vector<std::uint64_t>{1, 4, 16}));
@@ -120,6 +153,12 @@ TEST(CalibOptions, ErrorsNameTheOption) {
   EXPECT_THAT(err({"p2p", "--bytes", "1M", "--micro-batch-size", "2"}), HasSubstr("only with --pipeline"));
   EXPECT_THAT(err({"bandwidth", "--iters", "0"}), HasSubstr("--iters: must be 1"));
   EXPECT_THAT(err({"stages", "--stages", "s.json", "--timeout", "-1"}), HasSubstr("--timeout: must be >= 0"));
+  EXPECT_THAT(err({"stages", "--stages", "s.json", "--timeout", "5GB"}),
+              HasSubstr("the argument ('5GB') for option '--timeout' is invalid: \"GB\" is a size unit, not a time unit"));
+  EXPECT_THAT(err({"p2p", "--bytes", "1M", "--duration", "1x"}), HasSubstr("'--duration' is invalid: unknown time unit"));
+  EXPECT_THAT(err({"p2p", "--bytes", "1M", "--contention", "1s,2GB"}),
+              HasSubstr("--contention: \"1s,2GB\" is not ON,OFF[,BYTES] with ON > 0 and OFF >= 0 seconds (\"2GB\": "
+                        "\"GB\" is a size unit"));
 }
 
 TEST(CalibOptions, HelpTeachesEveryOption) {

@@ -212,6 +212,55 @@ TEST_F(Cli, ShippedPipelinesRunOnEveryShippedNetwork) {
   }
 }
 
+TEST_F(Cli, FilesWithUnitsGiveTheSameSummaryAsPlainNumbers) {
+  // The shipped network written with units, on a shipped pipeline.
+  const std::string gpt = "simulate --pipeline configs/pipelines/gpt-8stage-v100.json --schedule kfkb --k 2 -b 2 -n 3 "
+                          "--start-time 4 --json --network configs/networks/";
+  const Outcome plain = run(gpt + "preempted-25g.json"), units = run(gpt + "preempted-25g-units.json");
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  ASSERT_EQ(units.rc, 0) << units.err;
+  EXPECT_EQ(plain.out, units.out);
+  // A pipeline and a network with patterns, a speed and per-channel latencies, both ways.
+  const std::string pipe_plain = R"({"name": "u", "global_batch_size": 8, "memory_limit_bytes": 34359738368,
+    "stages": [{"static_bytes": 6e9, "optimizer_s": 0.2, "profile": [{"micro_batch_size": 1, "forward_s": 0.0125,
+      "backward_s": 0.025, "activation_bytes": 1073741824, "output_bytes": 25165824}]},
+     {"static_bytes": 4.5e9, "profile": [{"micro_batch_size": 1, "forward_s": 0.0123, "backward_s": 0.0246,
+      "activation_bytes": 5e8, "output_bytes": 25165824, "grad_output_bytes": 25165824}]},
+     {"static_bytes": 4.5e9, "profile": [{"micro_batch_size": 1, "forward_s": 0.011, "backward_s": 0.022,
+      "activation_bytes": 5e8, "grad_output_bytes": 12582912}]}]})";
+  const std::string pipe_units = R"({"name": "u", "global_batch_size": 8, "memory_limit_bytes": "32GiB",
+    "stages": [{"static_bytes": "6GB", "optimizer_s": "200ms", "profile": [{"micro_batch_size": 1,
+      "forward_s": "12.5ms", "backward_s": "25ms", "activation_bytes": "1GiB", "output_bytes": "24MiB"}]},
+     {"static_bytes": "4.5 GB", "profile": [{"micro_batch_size": 1, "forward_s": "12300us", "backward_s": "24.6ms",
+      "activation_bytes": "500MB", "output_bytes": "24MiB", "grad_output_bytes": "24MiB"}]},
+     {"static_bytes": "4.5GB", "profile": [{"micro_batch_size": 1, "forward_s": "11ms", "backward_s": "0.022s",
+      "activation_bytes": "0.5GB", "grad_output_bytes": "12MiB"}]}]})";
+  const std::string net_plain = R"({"latency_s": 3e-5, "default": {"constant": 1.25e9},
+    "channels": [{"from": 1, "to": 2, "latency_s": 1e-4, "rate": {"pattern": "periodic", "high": 3.125e9,
+      "low": 3.125e8, "period_s": 0.05, "low_fraction": 0.4, "phase_s": 0.01}}],
+    "stages": [{"stage": 2, "speed": {"points": [[0, 1.0], [0.075, 0.5]], "repeat_s": 0.15}}]})";
+  const std::string net_units = R"({"latency_s": "30us", "default": {"constant": "10Gbit/s"},
+    "channels": [{"from": 1, "to": 2, "latency_s": "0.1ms", "rate": {"pattern": "periodic", "high": "25 Gbps",
+      "low": "2.5Gbit/s", "period_s": "50ms", "low_fraction": 0.4, "phase_s": "10ms"}}],
+    "stages": [{"stage": 2, "speed": {"points": [["0s", 1.0], ["75ms", 0.5]], "repeat_s": "150ms"}}]})";
+  write("p-plain.json", pipe_plain);
+  write("p-units.json", pipe_units);
+  write("n-plain.json", net_plain);
+  write("n-units.json", net_units);
+  const auto sim = [&](const char* pipe, const char* net) {
+    return run(fmt::format("simulate --pipeline '{}' --network '{}' --schedule kfkb --k 2 -b 1 -n 4 --json",
+                           (dir_ / pipe).string(), (dir_ / net).string()));
+  };
+  const Outcome a = sim("p-plain.json", "n-plain.json"), b = sim("p-units.json", "n-units.json");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  // A unit of the wrong kind: one line naming the file and the field.
+  write("n-bad.json", R"({"latency_s": "30 Mbit"})");
+  expect_bad(kToy + "--network '" + (dir_ / "n-bad.json").string() + "' --schedule 1f1b -b 1",
+             {"n-bad.json: latency_s: \"30 Mbit\": \"Mbit\" is a size unit, not a time unit (ns, us,"});
+}
+
 TEST_F(Cli, BadCommandLine) {
   const std::string net = "--network configs/examples/toy-net-0.5s.json ";
   expect_bad(kToy + net + "--schedule kfkb -b 1", {"--k"});

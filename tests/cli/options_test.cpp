@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -84,8 +85,13 @@ TEST_F(OptionValues, IntegersAreRangeChecked) {
 }
 
 TEST_F(OptionValues, TimesMustBeResolvable) {
-  for (const char* t : {"1e17", "1e16", "9e9", "nan", "inf", "-1"}) {
+  for (const char* t : {"1e17", "1e16", "9e9", "-1", "-1ms", "1e17us"}) {
     expect_refused(kToy + " --start-time " + t, "--start-time", "8588934592");
+    expect_refused(kToyPlan + " --eval-start " + t, "--eval-start");
+  }
+  // nan and inf are no numbers to the parser of units.
+  for (const char* t : {"nan", "inf"}) {
+    expect_refused(kToy + " --start-time " + t, "--start-time", "is invalid: must be a number of seconds");
     expect_refused(kToyPlan + " --eval-start " + t, "--eval-start");
   }
   expect_refused("partition --model configs/models/gpt2-xl.json --stages 4 -b 1 --eval-start 1e17", "--eval-start");
@@ -122,6 +128,45 @@ TEST_F(OptionValues, NoNanInfOrMinusZeroPrinted) {
   ASSERT_EQ(synth.rc, 0) << synth.err;
   EXPECT_THAT(synth.out, Not(HasSubstr("-0")));
   for (const Outcome& r : {zero, stats, synth}) EXPECT_THAT(r.out, Not(ContainsRegex("(^|[^a-z_])(nan|inf)([^a-z_]|$)")));
+}
+
+TEST_F(OptionValues, UnitsMeanTheirPlainNumbers) {
+  // The outputs, less the line that records the command line (a model's generated_by).
+  const auto same = [&](const std::string& plain, const std::string& units) {
+    const Outcome a = run(plain), b = run(units);
+    ASSERT_EQ(a.rc, 0) << plain << "\n" << a.err;
+    ASSERT_EQ(b.rc, 0) << units << "\n" << b.err;
+    const std::regex command_line("\n *\"generated_by\": [^\n]*");
+    EXPECT_EQ(std::regex_replace(a.out, command_line, ""), std::regex_replace(b.out, command_line, "")) << units;
+  };
+  same(kToyPlan + " --memory-limit 17179869184 --json", kToyPlan + " --memory-limit 16GiB --json");
+  same(kToyPlan + " --eval-start 90 --json", kToyPlan + " --eval-start 1.5min --json");
+  same(kToy + " --start-time 0.0005 --json", kToy + " --start-time 500us --json");
+  same("trace synth periodic --high 3.125e9 --low 3.125e8 --period-s 10 --low-fraction 0.4 --phase-s 0.25",
+       "trace synth periodic --high 25Gbit/s --low '2.5 Gbps' --period-s 10s --low-fraction 0.4 --phase-s 250ms");
+  same("trace synth steps --levels 1e9,2.5e8 --durations-s 60,0.5",
+       "trace synth steps --levels 1GB/s,2Gbit/s --durations-s 1min,500ms");
+  same("trace stats " + kTrace + " --threshold 1e9 --start-s 2 --end-s 8",
+       "trace stats " + kTrace + " --threshold 8Gbit/s --start-s 2000ms --end-s 8s");
+  same("model --preset gpt2-xl --memory-bytes 17179869184 --memory-bandwidth 9e11 --kernel-overhead 4e-6 "
+       "--reserved-bytes 1e9",
+       "model --preset gpt2-xl --memory-bytes 16GiB --memory-bandwidth 900GB/s --kernel-overhead 4us "
+       "--reserved-bytes 1GB");
+  // Boost's one line naming the option, exit 2.
+  expect_refused(kToyPlan + " --memory-limit 40Gib", "--memory-limit",
+                 "is invalid: unknown size unit \"Gib\" (B, kB, MB, GB, TB, KiB, MiB, GiB, TiB, bit, kbit, Mbit, Gbit, "
+                 "Tbit)");
+  expect_refused(kToyPlan + " --memory-limit 5ms", "--memory-limit", "\"ms\" is a time unit, not a size unit");
+  expect_refused(kToyPlan + " --memory-limit 0GiB", "--memory-limit: must be a positive number of bytes");
+  expect_refused(kToy + " --start-time 5GB", "--start-time", "not a time unit");
+  expect_refused(kToy + " --start-time ''", "--start-time", "empty");
+  expect_refused(kToy + " --start-time 5s5", "--start-time", "unexpected");
+  expect_refused("trace synth periodic --high 25Gbit --low 1 --period-s 1 --low-fraction 0.5", "--high",
+                 "\"Gbit\" is a size unit, not a rate unit");
+  expect_refused("trace synth steps --levels 1,2x --durations-s 1,1", "--levels: \"2x\": unknown rate unit");
+  // --help says where units are accepted.
+  for (const char* cmd : {"simulate", "plan", "partition", "adapt", "model", "trace synth", "trace stats"})
+    EXPECT_THAT(run(std::string(cmd) + " --help").out, HasSubstr("units accepted")) << cmd;
 }
 
 TEST_F(OptionValues, HelpCommandIsCommandDashDashHelp) {

@@ -152,6 +152,33 @@ TEST(SweepSpec, ExpansionOrderDedupAndStableIds) {
   EXPECT_EQ(c.runs[4].schedule, "dapple-b");
 }
 
+TEST(SweepSpec, UnitsGiveThePlainRuns) {
+  TempDir dir;
+  json units = gpt_spec();
+  units["defaults"]["start_time_s"] = "1500ms";
+  units["grid"]["trace.period_s"] = {"2s", "7000ms"};
+  units["grid"]["trace.low"] = {"1Gbit/s"};
+  units["grid"].erase("trace.severity");
+  json plain = gpt_spec();
+  plain["grid"]["trace.period_s"] = {2, 7};
+  plain["grid"]["trace.low"] = {125000000};
+  plain["grid"].erase("trace.severity");
+  const Study a = parse_study(plain, (dir.path() / "a.json").string());
+  const Study b = parse_study(units, (dir.path() / "a.json").string());
+  ASSERT_EQ(a.runs.size(), b.runs.size());
+  for (std::size_t i = 0; i < a.runs.size(); ++i) {
+    EXPECT_EQ(a.runs[i].id, b.runs[i].id);
+    EXPECT_EQ(a.runs[i].start_time_s, b.runs[i].start_time_s);
+    EXPECT_EQ(a.runs[i].trace_params, b.runs[i].trace_params);
+  }
+  // A range of times may have units too; a bad unit names the field.
+  units["grid"]["start_time_s"] = {{"range", {"0s", "1min", "30s"}}};
+  EXPECT_EQ(parse_study(units, (dir.path() / "a.json").string()).runs.size(), 3 * a.runs.size());
+  units["grid"]["trace.period_s"] = {"2s", "7GB"};
+  EXPECT_THAT(input_error([&] { parse_study(units, "u.json"); }),
+              ::testing::HasSubstr("u.json: grid.trace.period_s[1]: \"7GB\": \"GB\" is a size unit, not a time unit"));
+}
+
 TEST(SweepSpec, PercentileIsNearestRank) {
   EXPECT_EQ(percentile({5, 1, 4, 2, 3}, 50), 3);
   EXPECT_EQ(percentile({5, 1, 4, 2, 3}, 99), 5);

@@ -225,6 +225,26 @@ TEST(ProjectJson, PointsUnitsAndRepeat) {
   EXPECT_EQ(points(pat), (P{{0, 2}, {3, 1}}));
 }
 
+TEST(ProjectJson, UnitsInBytesPerSecondTracesOnly) {
+  EXPECT_EQ(points(parse(R"({"points": [["0s", "25Gbit/s"], ["1min", "1GB/s"]], "repeat_s": "2min"})", "p.json")),
+            (P{{0, 3.125e9}, {60, 1e9}}));
+  EXPECT_EQ(points(parse(R"({"unit": "bytes_per_s", "constant": "1KiB/s"})", "p.json")), (P{{0, 1024}}));
+  // Times keep their units in any trace; rates with units would be converted twice.
+  EXPECT_EQ(points(parse(R"({"unit": "factor", "points": [["0s", 1], ["500ms", 0.5]]})", "p.json")),
+            (P{{0, 1}, {0.5, 0.5}}));
+  EXPECT_EQ(input_error([] { parse(R"({"unit": "factor", "points": [[0, 1], [5, "2GB/s"]]})", "p.json"); }),
+            "p.json: points[1][1]: must be a plain number (the trace's \"unit\" is \"factor\", a multiplier), got "
+            "\"2GB/s\"");
+  EXPECT_EQ(input_error([] { parse(R"({"unit": "bits_per_s", "constant": "25Gbit/s"})", "p.json"); }),
+            "p.json: constant: must be a plain number (the trace's \"unit\" is \"bits_per_s\"; leave \"unit\" out "
+            "to give rates with units), got \"25Gbit/s\"");
+  EXPECT_THAT(input_error([] {
+                parse(R"({"unit": "factor", "pattern": "periodic", "high": "1GB/s", "low": 0, "period_s": 1,
+                          "low_fraction": 0.5})", "p.json");
+              }),
+              StartsWith("p.json: high: must be a plain number"));
+}
+
 TEST(ProjectJson, BadInputNamesTheField) {
   EXPECT_EQ(input_error([] { parse(R"({"unit": "furlongs", "points": [[0, 1]]})", "p.json"); }),
             "p.json: unit: unknown unit \"furlongs\" (bytes_per_s, bits_per_s or factor)");

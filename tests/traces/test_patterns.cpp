@@ -237,5 +237,51 @@ TEST(Contention, NoFlowsIsTheBaseRate) {
             "spec.json: flows: must be >= 0, got -1");
 }
 
+// ---------------------------------------------------------------------------------
+// units: rates and times of every pattern and transform may be strings with units
+
+TEST(Units, PatternsTakeRatesAndTimesWithUnits) {
+  const auto same = [](const std::string& plain, const std::string& units) { expect_same(spec(plain), spec(units)); };
+  same(R"({"pattern": "periodic", "high": 3.125e9, "low": 3.125e8, "period_s": 10, "low_fraction": 0.4,
+           "phase_s": -1.5})",
+       R"({"pattern": "periodic", "high": "25Gbit/s", "low": "2.5 Gbps", "period_s": "10s", "low_fraction": 0.4,
+           "phase_s": "-1500ms"})");
+  same(R"({"pattern": "onoff", "high": 2.8e9, "low": 2e8, "mean_high_s": 480, "mean_low_s": 0.5, "seed": 3,
+           "duration_s": 7200})",
+       R"({"pattern": "onoff", "high": "2.8GB/s", "low": "200MB/s", "mean_high_s": "8min", "mean_low_s": "500ms",
+           "seed": 3, "duration_s": "2h"})");
+  same(R"({"pattern": "steps", "levels": [1.25e9, 1], "durations_s": [60, 0.25]})",
+       R"({"pattern": "steps", "levels": ["10Gbit/s", 1], "durations_s": ["1min", "250ms"]})");
+  same(R"({"pattern": "contention", "base": 1073741824, "flows": 2, "mean_active_s": 3, "mean_idle_s": 5,
+           "duration_s": 60})",
+       R"({"pattern": "contention", "base": "1GiB/s", "flows": 2, "mean_active_s": "3s", "mean_idle_s": "5000ms",
+           "duration_s": "1min"})");
+  same(R"({"pattern": "shift", "by_s": 0.5, "fill": 1e6, "of": {"pattern": "clip", "min": 1e6, "max": 8e6,
+           "of": {"pattern": "concat", "parts": [{"of": {"constant": 2e6}, "duration_s": 30},
+                                                 {"of": {"constant": 9e6}, "duration_s": 90}]}}})",
+       R"({"pattern": "shift", "by_s": "500ms", "fill": "8Mbit/s", "of": {"pattern": "clip", "min": "1MB/s",
+           "max": "64Mbps", "of": {"pattern": "concat", "parts": [{"of": {"constant": "2MB/s"}, "duration_s": "30s"},
+                                                 {"of": {"constant": "9MB/s"}, "duration_s": "1.5min"}]}}})");
+}
+
+TEST(Units, PatternErrorsNameTheFieldAndTheUnits) {
+  EXPECT_EQ(input_error([] { spec(R"({"pattern": "periodic", "high": "25Gib/s", "low": 1, "period_s": 4,
+                                      "low_fraction": 0.5})"); }),
+            "spec.json: high: \"25Gib/s\": unknown rate unit \"Gib/s\" (B/s, kB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, "
+            "GiB/s, TiB/s, bit/s, kbit/s, Mbit/s, Gbit/s, Tbit/s, bps, kbps, Mbps, Gbps, Tbps)");
+  EXPECT_THAT(input_error([] { spec(R"({"pattern": "periodic", "high": 2, "low": 1, "period_s": "4GB",
+                                        "low_fraction": 0.5})"); }),
+              StartsWith("spec.json: period_s: \"4GB\": \"GB\" is a size unit, not a time unit"));
+  EXPECT_THAT(input_error([] { spec(R"({"pattern": "steps", "levels": [1, "2x"], "durations_s": [1, 1]})"); }),
+              StartsWith("spec.json: levels[1]: \"2x\": unknown rate unit \"x\""));
+  // Range checks see the converted value.
+  EXPECT_THAT(input_error([] { spec(R"({"pattern": "periodic", "high": "1MB/s", "low": "2MB/s", "period_s": 4,
+                                        "low_fraction": 0.5})"); }),
+              StartsWith("spec.json: low: low 2000000 is larger than high 1000000"));
+  // A scale factor is a multiplier: plain numbers only.
+  EXPECT_THAT(input_error([] { spec(R"({"pattern": "scale", "factor": "2GB/s", "of": {"constant": 1}})"); }),
+              StartsWith("spec.json: factor: must be a number"));
+}
+
 }  // namespace
 }  // namespace tracestest

@@ -116,5 +116,21 @@ TEST(Resolver, ShippedTracesAndNetworksLoad) {
   }
 }
 
+TEST(Resolver, SpeedsRefuseRatesWithUnitsEvenWhenARateIsTheSameForm) {
+  TempDir dir;
+  // The default is read (and kept) first; the speed with the same JSON is still refused.
+  const fs::path net = dir.write("net.json", R"({"default": {"constant": "2GB/s"},
+    "stages": [{"stage": 1, "speed": {"constant": "2GB/s"}}]})");
+  EXPECT_EQ(input_error([&] { load(net); }),
+            net.string() + ": stages[0].speed.constant: must be a plain number (a speed is a multiplier, not a rate), "
+                           "got \"2GB/s\"");
+  const fs::path ok = dir.write("ok.json", R"({"default": {"pattern": "periodic", "high": "25Gbit/s", "low": "1Gbit/s",
+      "period_s": "10s", "low_fraction": 0.5}, "stages": [{"stage": 1, "speed": {"pattern": "steps", "levels": [1, 0.5],
+      "durations_s": ["1min", "30s"], "repeat": true}}]})");
+  const sim::Network n = load(ok);
+  EXPECT_EQ(n.channel(0, 1).rate->values(), (std::vector<double>{3.125e9, 1.25e8}));
+  EXPECT_EQ(n.speed(1).times(), (std::vector<double>{0, 60}));
+}
+
 }  // namespace
 }  // namespace tracestest

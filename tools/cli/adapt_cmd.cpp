@@ -108,12 +108,14 @@ po::options_description adapt_options() {
        "transfer samples per channel in the moving average (one per message; M per iteration)")
     ("threshold", po::value<double>()->default_value(defaults.threshold)->value_name("X"),
        "switch only when the predicted gain 1 - t_best / t_current exceeds X (0.02 = 2%)")
-    ("switch-pause", po::value<double>()->default_value(defaults.switch_pause_s)->value_name("S"),
-       "seconds a change of plan costs, charged before the new plan's first iteration")
+    ("switch-pause", po::value<TimeArg>()->default_value(TimeArg{defaults.switch_pause_s})->value_name("S"),
+       with_units("seconds a change of plan costs, charged before the new plan's first iteration", Quantity::time)
+           .c_str())
     ("horizon", po::value<int>()->default_value(defaults.horizon)->value_name("H"),
        "switch only if the predicted saving over the next H iterations exceeds the pause (0: the rest of the run)")
-    ("memory-limit", po::value<double>()->value_name("BYTES"),
-       "per-stage memory limit (default: the pipeline's memory_limit_bytes); only plans that fit are candidates")
+    ("memory-limit", po::value<SizeArg>()->value_name("BYTES"),
+       with_units("per-stage memory limit (default: the pipeline's memory_limit_bytes); only plans that fit are "
+                  "candidates", Quantity::size).c_str())
     ("global-batch-size", po::value<int>()->value_name("B"),
        "global batch size (default: the pipeline's global_batch_size)")
     ("families", po::value<std::string>()->value_name("LIST"),
@@ -138,7 +140,7 @@ planner::AdaptOptions adapt_settings(const po::variables_map& vm, const sim::Pip
   options.replan_every = vm["replan-every"].as<int>();
   options.window = vm["window"].as<int>();
   options.threshold = vm["threshold"].as<double>() + 0.0;  // -0 is 0
-  options.switch_pause_s = vm["switch-pause"].as<double>() + 0.0;
+  options.switch_pause_s = vm["switch-pause"].as<TimeArg>().value + 0.0;
   options.horizon = vm["horizon"].as<int>();
   if (vm.count("families")) options.families = planner::parse_families(vm["families"].as<std::string>());
   return options;

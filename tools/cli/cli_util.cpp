@@ -13,9 +13,15 @@ namespace adagrouper::cli {
 
 namespace po = boost::program_options;
 
+double number_option(const po::variables_map& vm, const char* name) {
+  const std::optional<double> v = option_number(vm[name].value());
+  if (!v) throw std::logic_error(fmt::format("--{}: not a number option", name));
+  return *v;
+}
+
 double memory_limit_option(const po::variables_map& vm, std::optional<double> pipeline_limit) {
   if (!vm.count("memory-limit")) return pipeline_limit.value_or(0.0);
-  const double limit = vm["memory-limit"].as<double>();
+  const double limit = number_option(vm, "memory-limit");
   if (!(limit > 0) || !std::isfinite(limit))
     throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}", limit));
   return limit;
@@ -28,14 +34,14 @@ int int_option(const po::variables_map& vm, const char* name, int lo, int hi) {
 }
 
 double finite_option(const po::variables_map& vm, const char* name, double lo) {
-  const double v = vm[name].as<double>() + 0.0;
+  const double v = number_option(vm, name) + 0.0;
   if (!(v >= lo) || !std::isfinite(v))
     throw InputError(fmt::format("--{}: must be a finite number >= {}, got {}", name, lo, v));
   return v;
 }
 
 double time_option(const po::variables_map& vm, const char* name) {
-  const double t = vm[name].as<double>() + 0.0;
+  const double t = number_option(vm, name) + 0.0;
   if (!(t >= 0) || !(t <= kMaxAbsoluteTime))
     throw InputError(fmt::format("--{}: must be a time in [0, {:.0f}] s (a double resolves 1 us up to there), got {}",
                                  name, kMaxAbsoluteTime, t));

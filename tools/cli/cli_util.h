@@ -17,6 +17,7 @@
 #include "error.h"
 #include "pipeline.h"  // sim::kMaxIterations
 #include "io.h"
+#include "unit_options.h"  // TimeArg, SizeArg, RateArg
 
 namespace adagrouper::cli {
 
@@ -123,8 +124,8 @@ T required(const boost::program_options::variables_map& vm, const char* name, co
   return vm[name].as<T>();
 }
 
-// --memory-limit BYTES if given (a positive finite number), else the pipeline file's
-// memory_limit_bytes, else 0 (no limit given).
+// --memory-limit BYTES (a SizeArg) if given (a positive finite number), else the
+// pipeline file's memory_limit_bytes, else 0 (no limit given).
 double memory_limit_option(const boost::program_options::variables_map& vm, std::optional<double> pipeline_limit);
 
 // --- values -----------------------------------------------------------------------------
@@ -141,10 +142,19 @@ inline constexpr double kMaxAbsoluteTime = 8'589'934'592.0 - 1e6;
 // refused by the parser.)
 int int_option(const boost::program_options::variables_map& vm, const char* name, int lo, int hi);
 
-// The double option --NAME (-0 read as 0), checked to be finite and >= lo.
+// The number the option --NAME holds: a double, a TimeArg, a SizeArg or a RateArg.
+double number_option(const boost::program_options::variables_map& vm, const char* name);
+
+// Help text of an option that takes units: "TEXT (units accepted: 40GiB)".
+inline std::string with_units(std::string_view text, Quantity q) {
+  return fmt::format("{} (units accepted: {})", text, unit_example(q));
+}
+
+// The number option --NAME (-0 read as 0), checked to be finite and >= lo.
 double finite_option(const boost::program_options::variables_map& vm, const char* name, double lo);
 
-// The time option --NAME in seconds: finite, in [0, kMaxAbsoluteTime] (-0 read as 0).
+// The time option --NAME (a TimeArg) in seconds: finite, in [0, kMaxAbsoluteTime] (-0
+// read as 0).
 double time_option(const boost::program_options::variables_map& vm, const char* name);
 
 // --- files ------------------------------------------------------------------------------

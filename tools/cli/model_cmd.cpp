@@ -185,15 +185,19 @@ po::options_description model_options() {
        "micro-batch sizes to estimate, increasing")
     ("device", po::value<std::string>()->default_value("v100-32gb")->value_name("PRESET"),
        "device preset: v100-32gb, a100-40gb, a100-80gb, h100-80gb")
-    ("memory-bytes", po::value<double>()->value_name("BYTES"), "device memory (default: the preset's)")
+    ("memory-bytes", po::value<SizeArg>()->value_name("BYTES"),
+       with_units("device memory (default: the preset's)", Quantity::size).c_str())
     ("peak-flops", po::value<double>()->value_name("FLOP/S"), "dense fp16/bf16 peak")
-    ("memory-bandwidth", po::value<double>()->value_name("BYTES/S"), "peak memory bandwidth")
+    ("memory-bandwidth", po::value<RateArg>()->value_name("BYTES/S"),
+       with_units("peak memory bandwidth", Quantity::rate).c_str())
     ("gemm-efficiency", po::value<double>()->value_name("F"), "achieved fraction of peak of large GEMMs")
     ("gemm-half-rows", po::value<double>()->value_name("N"), "GEMM rows at which half of that is reached")
     ("attention-efficiency", po::value<double>()->value_name("F"), "fraction of peak of fused attention (unet)")
     ("memory-efficiency", po::value<double>()->value_name("F"), "achieved fraction of the memory bandwidth")
-    ("kernel-overhead", po::value<double>()->value_name("S"), "seconds per kernel (launch, framework)")
-    ("reserved-bytes", po::value<double>()->value_name("BYTES"), "CUDA context and workspaces per device")
+    ("kernel-overhead", po::value<TimeArg>()->value_name("S"),
+       with_units("seconds per kernel (launch, framework)", Quantity::time).c_str())
+    ("reserved-bytes", po::value<SizeArg>()->value_name("BYTES"),
+       with_units("CUDA context and workspaces per device", Quantity::size).c_str())
     ("measured", po::value<std::vector<std::string>>()->value_name("FILE.jsonl"),
        "calibration JSONL whose \"layer\" lines replace the estimates (repeatable)")
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the model file (default, or -: JSON on stdout)");
@@ -288,11 +292,11 @@ planner::Device device_from(const po::variables_map& vm) {
       {"reserved-bytes", &planner::Device::reserved_bytes},
   };
   for (const auto& [o, field] : fields)
-    if (vm.count(o)) dev.*field = vm[o].as<double>();
+    if (vm.count(o)) dev.*field = number_option(vm, o);
   for (const auto& [o, field] : fields)
     if (vm.count(o))
       dev.source += fmt::format("{}--{} {} given on the command line", dev.source.empty() ? "" : "; ", o,
-                                vm[o].as<double>());
+                                number_option(vm, o));
   return dev;
 }
 

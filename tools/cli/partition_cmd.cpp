@@ -74,13 +74,14 @@ po::options_description partition_options() {
     ("k", po::value<int>()->value_name("K"), "group size of kfkb")
     ("network", po::value<std::string>()->value_name("FILE"),
        "network file for S stages (default: none; every transfer is free)")
-    ("memory-limit", po::value<double>()->value_name("BYTES"),
-       "per-stage memory limit (default: the model's device memory_bytes)")
+    ("memory-limit", po::value<SizeArg>()->value_name("BYTES"),
+       with_units("per-stage memory limit (default: the model's device memory_bytes)", Quantity::size).c_str())
     ("refine", po::value<int>()->default_value(8)->value_name("N"),
        "cuts simulated after the DP, best by the model first (0: keep the DP optimum)")
     ("eval-iterations", po::value<int>()->default_value(1)->value_name("n"), "iterations simulated per refined cut")
-    ("eval-start", po::value<double>()->default_value(0.0)->value_name("T"),
-       "absolute time (s) at which they start; the DP's mean rates are taken from T on")
+    ("eval-start", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("T"),
+       with_units("absolute time (s) at which they start; the DP's mean rates are taken from T on", Quantity::time)
+           .c_str())
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the pipeline file (-: stdout)")
     ("json", po::bool_switch(), "print the partition report JSON instead of the table");
   // clang-format on
@@ -102,7 +103,7 @@ planner::PartitionOptions partition_settings(const po::variables_map& vm, int st
   o.schedule = sim::ScheduleSpec::named(vm["schedule"].as<std::string>(),
                                         vm.count("k") ? std::optional<int>(int_option(vm, "k", 1, sim::kMaxBatchSize))
                                                       : std::nullopt);
-  o.memory_limit_bytes = vm.count("memory-limit") ? vm["memory-limit"].as<double>() : model.device.memory_bytes;
+  o.memory_limit_bytes = vm.count("memory-limit") ? vm["memory-limit"].as<SizeArg>().value : model.device.memory_bytes;
   if (!(o.memory_limit_bytes > 0) || !std::isfinite(o.memory_limit_bytes))
     throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}", o.memory_limit_bytes));
   o.refine = vm["refine"].as<int>();

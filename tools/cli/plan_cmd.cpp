@@ -241,7 +241,7 @@ FromModel plan_from_model(const po::variables_map& vm, const std::function<sim::
     throw InputError(fmt::format("--global-batch-size: missing; {} has no global_batch_size", fm.path));
   }
   mo.plan.memory_limit_bytes =
-      vm.count("memory-limit") ? vm["memory-limit"].as<double>() : fm.model.device.memory_bytes;
+      vm.count("memory-limit") ? vm["memory-limit"].as<SizeArg>().value : fm.model.device.memory_bytes;
   if (!(mo.plan.memory_limit_bytes > 0) || !std::isfinite(mo.plan.memory_limit_bytes))
     throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}",
                                  mo.plan.memory_limit_bytes));
@@ -268,8 +268,8 @@ po::options_description plan_options() {
        "with --model: write the chosen partition's pipeline file; with --devices: the chosen plan's pipeline "
        "(its model stages merged), on which `simulate` gives the prediction")
     ("network", po::value<std::string>()->value_name("FILE"), "network file (required)")
-    ("memory-limit", po::value<double>()->value_name("BYTES"),
-       "per-stage memory limit (default: the pipeline's memory_limit_bytes)")
+    ("memory-limit", po::value<SizeArg>()->value_name("BYTES"),
+       with_units("per-stage memory limit (default: the pipeline's memory_limit_bytes)", Quantity::size).c_str())
     ("devices", po::value<int>()->value_name("D"),
        "with --pipeline: devices the model stages run on (default: one per model stage)")
     ("families", po::value<std::string>()->value_name("LIST"),
@@ -283,8 +283,8 @@ po::options_description plan_options() {
        "global batch size (default: the pipeline's global_batch_size)")
     ("eval-iterations", po::value<int>()->default_value(1)->value_name("n"),
        "iterations simulated per candidate; the prediction is their mean (use several with traces)")
-    ("eval-start", po::value<double>()->default_value(0.0)->value_name("T"),
-       "absolute time (s) at which the evaluated iterations start in the traces")
+    ("eval-start", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("T"),
+       with_units("absolute time (s) at which the evaluated iterations start in the traces", Quantity::time).c_str())
     ("comm-profile", po::value<std::vector<std::string>>()->value_name("[FROM-TO=]FILE"),
        "measured transfer samples (CSV time_s,bytes,duration_s, as the calibration harness writes them; "
        "repeat per channel as FROM-TO=FILE, or one FILE with a leading channel column \"FROM->TO\"): "

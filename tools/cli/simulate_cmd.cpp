@@ -114,8 +114,9 @@ void add_simulate_options(po::options_description& o) {
     ("micro-batch-size,b", po::value<int>()->value_name("b"),
        "micro-batch size b (required); must divide the global batch and lie in every profile")
     ("iterations,n", po::value<int>()->default_value(1)->value_name("n"), "iterations to run back to back")
-    ("start-time", po::value<double>()->default_value(0.0)->value_name("T"),
-       "absolute time (s) at which iteration 0 starts, i.e. where in the traces the run begins")
+    ("start-time", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("T"),
+       with_units("absolute time (s) at which iteration 0 starts, i.e. where in the traces the run begins",
+                  Quantity::time).c_str())
     ("json", po::bool_switch(), "print the summary JSON on stdout instead of the human summary")
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the summary JSON to FILE (-: stdout)")
     ("stage-trace", po::value<std::string>()->value_name("FILE"),
@@ -128,8 +129,8 @@ void add_simulate_options(po::options_description& o) {
     ("timeline", po::value<std::string>()->value_name("FILE"),
        "write a Chrome trace / Perfetto JSON timeline to FILE (open it in ui.perfetto.dev); about 750 bytes "
        "per op, said on stderr above 1 GiB")
-    ("timeline-limit", po::value<double>()->value_name("BYTES"),
-       "refuse, before running, a timeline estimated larger than BYTES")
+    ("timeline-limit", po::value<SizeArg>()->value_name("BYTES"),
+       with_units("refuse, before running, a timeline estimated larger than BYTES", Quantity::size).c_str())
     ("evaluator", po::value<std::string>()->default_value("auto")->value_name("NAME"),
        "an evaluator above; the numbers are the same")
     ("plan", po::value<std::string>()->value_name("FILE"),

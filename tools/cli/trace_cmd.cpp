@@ -51,7 +51,9 @@ constexpr const char* kSynthUsage = R"(Usage: adagrouper trace synth PATTERN [PA
 
 Writes a synthetic rate pattern. Random patterns are deterministic for a given --seed
 (the same file with any compiler). The pattern options are the keys of the pattern's
-JSON form (docs/formats.md, "Synthetic patterns"), with '-' for '_'; lists as 1,2,3:
+JSON form (docs/formats.md, "Synthetic patterns"), with '-' for '_'; lists as 1,2,3.
+Rates and times are plain numbers (bytes/s, seconds) or numbers with units (--high
+25Gbit/s, --period-s 500ms, --durations-s 1min,30s; docs/formats.md, "Units"):
 
 )";
 
@@ -183,7 +185,8 @@ void add_input_options(po::options_description& o) {
     ("spec", po::value<std::string>()->value_name("JSON"), "a rate form given inline instead of a file")
     ("format", po::value<std::string>()->value_name("F"), "input format: csv, json, iperf3, simgrid, samples "
                                                           "(default: detected)")
-    ("latency-s", po::value<double>()->value_name("L"), "samples: latency subtracted from each duration")
+    ("latency-s", po::value<TimeArg>()->value_name("L"),
+       with_units("samples: latency subtracted from each duration", Quantity::time).c_str())
     ("rebase", po::bool_switch(), "csv, simgrid: make times relative to the first row");
   // clang-format on
 }
@@ -220,7 +223,7 @@ tr::LoadOptions load_options(const po::variables_map& vm) {
     if (!opt.format) throw InputError(fmt::format("--format: unknown format \"{}\" ({})", f, tr::format_names()));
   }
   if (vm.count("latency-s")) {
-    opt.latency_s = vm["latency-s"].as<double>();
+    opt.latency_s = vm["latency-s"].as<TimeArg>().value;
     if (!(opt.latency_s >= 0) || !std::isfinite(opt.latency_s))
       throw InputError(fmt::format("--latency-s: must be >= 0, got {}", opt.latency_s));
   }
@@ -302,43 +305,52 @@ void add_synth_options(po::options_description& o) {
     ("pattern", po::value<std::string>()->value_name("NAME"), "one of the patterns above "
                                                               "(or the first positional argument)")
     ("spec", po::value<std::string>()->value_name("JSON"), "any pattern or transform as JSON, instead of PATTERN")
-    ("until-s", po::value<double>()->value_name("T"), "write [0, T) as a trace that does not repeat")
-    ("high", po::value<double>()->value_name("R"), "periodic, onoff: the unpreempted rate")
-    ("low", po::value<double>()->value_name("R"), "periodic, onoff: the preempted rate (<= high)")
-    ("period-s", po::value<double>()->value_name("P"), "periodic: period")
+    ("until-s", po::value<TimeArg>()->value_name("T"),
+       with_units("write [0, T) as a trace that does not repeat", Quantity::time).c_str())
+    ("high", po::value<RateArg>()->value_name("R"),
+       with_units("periodic, onoff: the unpreempted rate", Quantity::rate).c_str())
+    ("low", po::value<RateArg>()->value_name("R"),
+       with_units("periodic, onoff: the preempted rate (<= high)", Quantity::rate).c_str())
+    ("period-s", po::value<TimeArg>()->value_name("P"),
+       with_units("periodic: period", Quantity::time).c_str())
     ("low-fraction", po::value<double>()->value_name("F"), "periodic: share of each period at low, in [0, 1]")
-    ("phase-s", po::value<double>()->value_name("D"), "periodic: delay of the whole pattern (default 0)")
-    ("mean-high-s", po::value<double>()->value_name("S"), "onoff: mean stay at high")
-    ("mean-low-s", po::value<double>()->value_name("S"), "onoff: mean stay at low")
+    ("phase-s", po::value<TimeArg>()->value_name("D"),
+       with_units("periodic: delay of the whole pattern (default 0)", Quantity::time).c_str())
+    ("mean-high-s", po::value<TimeArg>()->value_name("S"),
+       with_units("onoff: mean stay at high", Quantity::time).c_str())
+    ("mean-low-s", po::value<TimeArg>()->value_name("S"),
+       with_units("onoff: mean stay at low", Quantity::time).c_str())
     ("distribution", po::value<std::string>()->value_name("D"), "onoff: exponential (default) or lognormal")
     ("sigma", po::value<double>()->value_name("S"), "onoff, lognormal: shape (default 1)")
     ("start", po::value<std::string>()->value_name("high|low"), "onoff: the first state (default high)")
     ("levels", po::value<std::string>()->value_name("L1,L2,..."), "steps: the levels")
     ("durations-s", po::value<std::string>()->value_name("D1,D2,..."), "steps: how long each level lasts")
-    ("base", po::value<double>()->value_name("R"), "contention: the link's rate with no background flow")
+    ("base", po::value<RateArg>()->value_name("R"),
+       with_units("contention: the link's rate with no background flow", Quantity::rate).c_str())
     ("flows", po::value<int>()->value_name("N"), "contention: number of background flows")
-    ("mean-active-s", po::value<double>()->value_name("S"), "contention: mean stay of a flow while active")
-    ("mean-idle-s", po::value<double>()->value_name("S"), "contention: mean stay of a flow while idle")
-    ("duration-s", po::value<double>()->value_name("D"), "onoff, contention: length generated")
+    ("mean-active-s", po::value<TimeArg>()->value_name("S"),
+       with_units("contention: mean stay of a flow while active", Quantity::time).c_str())
+    ("mean-idle-s", po::value<TimeArg>()->value_name("S"),
+       with_units("contention: mean stay of a flow while idle", Quantity::time).c_str())
+    ("duration-s", po::value<TimeArg>()->value_name("D"),
+       with_units("onoff, contention: length generated", Quantity::time).c_str())
     ("seed", po::value<std::uint64_t>()->value_name("N"), "onoff, contention: random seed (default 0)")
     ("repeat", po::value<std::string>()->value_name("true|false"),
        "onoff, contention (default true), steps (default false): repeat past the end");
   // clang-format on
 }
 
-// --levels 3,1,2 as [3, 1, 2].
-nlohmann::json number_list(const std::string& opt, const std::string& text) {
+// --levels 3,1,2 as [3, 1, 2]; each item a number or a number with a unit of `q`
+// ("--levels 25Gbit/s,5Gbit/s", "--durations-s 1min,30s").
+nlohmann::json number_list(const std::string& opt, const std::string& text, Quantity q) {
   nlohmann::json list = nlohmann::json::array();
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
     try {
-      std::size_t used = 0;
-      const double d = std::stod(item, &used);
-      if (item.find_first_not_of(" \t", used) != std::string::npos) throw std::invalid_argument(item);
-      list.push_back(d);
-    } catch (const std::exception&) {
-      throw InputError(fmt::format("--{}: not a number: \"{}\"", opt, item));
+      list.push_back(parse_quantity(item, q));
+    } catch (const QuantityError& e) {
+      throw InputError(fmt::format("--{}: {}", opt, e.what()));
     }
   }
   return list;
@@ -348,7 +360,7 @@ nlohmann::json number_list(const std::string& opt, const std::string& text) {
 // --levels and --durations-s, else its string.
 nlohmann::json option_json(const std::string& opt, const po::variable_value& value) {
   const std::type_info& type = value.value().type();
-  if (type == typeid(double)) return value.as<double>() + 0.0;  // -0 is 0
+  if (const std::optional<double> v = option_number(value.value())) return *v + 0.0;  // -0 is 0
   if (type == typeid(int)) return value.as<int>();
   if (type == typeid(std::uint64_t)) return value.as<std::uint64_t>();
   if (opt == "repeat") {
@@ -356,7 +368,8 @@ nlohmann::json option_json(const std::string& opt, const po::variable_value& val
     if (b != "true" && b != "false") throw InputError(fmt::format("--repeat: must be true or false, got \"{}\"", b));
     return b == "true";
   }
-  if (opt == "levels" || opt == "durations-s") return number_list(opt, value.as<std::string>());
+  if (opt == "levels") return number_list(opt, value.as<std::string>(), Quantity::rate);
+  if (opt == "durations-s") return number_list(opt, value.as<std::string>(), Quantity::time);
   return value.as<std::string>();
 }
 
@@ -427,9 +440,12 @@ void add_stats_options(po::options_description& o) {
   // clang-format off
   o.add_options()
     ("help,h", "show this help")
-    ("start-s", po::value<double>()->default_value(0.0)->value_name("A"), "window start")
-    ("end-s", po::value<double>()->value_name("B"), "window end (default: the trace's length)")
-    ("threshold", po::value<double>()->value_name("R"), "a rate below R counts as preempted")
+    ("start-s", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("A"),
+       with_units("window start", Quantity::time).c_str())
+    ("end-s", po::value<TimeArg>()->value_name("B"),
+       with_units("window end (default: the trace's length)", Quantity::time).c_str())
+    ("threshold", po::value<RateArg>()->value_name("R"),
+       with_units("a rate below R counts as preempted", Quantity::rate).c_str())
     ("threshold-fraction", po::value<double>()->default_value(0.5)->value_name("F"),
        "without --threshold: F x the window's max")
     ("json", po::bool_switch(), "print JSON instead of text");
@@ -447,7 +463,7 @@ double window_end(const po::variables_map& vm, const Input& in, double from) {
 
 std::optional<double> threshold_option(const po::variables_map& vm) {
   if (!vm.count("threshold")) return std::nullopt;
-  const double threshold = vm["threshold"].as<double>() + 0.0;  // -0 is 0
+  const double threshold = vm["threshold"].as<RateArg>().value + 0.0;  // -0 is 0
   if (!std::isfinite(threshold)) throw InputError(fmt::format("--threshold: must be a finite number, got {}", threshold));
   if (!vm["threshold-fraction"].defaulted()) throw InputError("give --threshold or --threshold-fraction, not both");
   return threshold;
@@ -505,8 +521,10 @@ int cmd_slice(int argc, char** argv) {
   // clang-format off
   opts.add_options()
     ("help,h", "show this help")
-    ("start-s", po::value<double>()->value_name("A"), "window start (required)")
-    ("end-s", po::value<double>()->value_name("B"), "window end (default: the end of a trace that does not repeat)")
+    ("start-s", po::value<TimeArg>()->value_name("A"),
+       with_units("window start (required)", Quantity::time).c_str())
+    ("end-s", po::value<TimeArg>()->value_name("B"),
+       with_units("window end (default: the end of a trace that does not repeat)", Quantity::time).c_str())
     ("repeat", po::bool_switch(), "make the slice repeat with period B - A");
   // clang-format on
   add_input_options(opts);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -46,8 +47,9 @@ struct ParsedBlock {
   Block axes;
 };
 
-// {"range": [from, to, step]} -> the values from, from + step, ... <= to.
-std::vector<json> range_values(const Field& f, bool integral) {
+// {"range": [from, to, step]} -> the values from, from + step, ... <= to; the bounds and
+// the step of a range of times may have units ("0s", "1h", "10min").
+std::vector<json> range_values(const Field& f, bool integral, std::optional<Quantity> q) {
   const Field r = f.at("range");
   if (r.size() < 2 || r.size() > 3) r.fail("must be [from, to] or [from, to, step]");
   std::vector<json> out;
@@ -64,8 +66,9 @@ std::vector<json> range_values(const Field& f, bool integral) {
       out.emplace_back(static_cast<std::int64_t>(static_cast<std::uint64_t>(from) + i * static_cast<std::uint64_t>(step)));
     return out;
   }
-  const double from = r.at(std::size_t{0}).number(), to = r.at(1).number();
-  const double step = r.size() == 3 ? r.at(2).number() : 1.0;
+  const auto read = [&](const Field& x) { return q ? x.quantity(*q) : x.number(); };
+  const double from = read(r.at(std::size_t{0})), to = read(r.at(1));
+  const double step = r.size() == 3 ? read(r.at(2)) : 1.0;
   if (!(step > 0)) r.at(2).fail(fmt::format("step must be > 0, got {}", step));
   if (to < from) r.fail(fmt::format("to ({}) must be >= from ({})", to, from));
   const double n = std::floor((to - from) / step * (1 + 1e-12) + 1e-9);
@@ -79,6 +82,35 @@ std::vector<json> range_values(const Field& f, bool integral) {
       out.emplace_back(std::stod(fmt::format("{:.12g}", v)));  // 0.30000000000000004 -> 0.3
     }
   }
+  return out;
+}
+
+// What a trace.KEY holds when it is a time or a rate (a key ending in _s, or a rate of
+// the patterns): its values may have units, and rows show them as plain numbers.
+std::optional<Quantity> trace_key_quantity(std::string_view name) {
+  if (!is_trace_key(name)) return std::nullopt;
+  const std::string_view key = name.substr(6);
+  if (key.ends_with("_s")) return Quantity::time;
+  for (const std::string_view rate : {"high", "low", "base", "levels", "min", "max", "fill", "constant"})
+    if (key == rate) return Quantity::rate;
+  return std::nullopt;
+}
+
+// A trace.KEY value with its units taken out (a list: each element); a whole number as
+// an integer, as it would most likely be written ("5s" is 5), so that its row and its
+// run's id are those of the plain number.
+json trace_key_value(const std::string& name, const Field& f) {
+  const std::optional<Quantity> q = trace_key_quantity(name);
+  const auto plain = [&](const Field& v) {
+    if (!v.json().is_string()) return v.json();
+    const double x = v.quantity(*q);
+    if (x == std::floor(x) && std::fabs(x) < 9e15) return json(static_cast<std::int64_t>(x));
+    return json(x);
+  };
+  if (!q || !(f.json().is_string() || f.is_array())) return f.json();
+  if (!f.is_array()) return plain(f);
+  json out = json::array();
+  for (std::size_t i = 0; i < f.size(); ++i) out.push_back(plain(f.at(i)));
   return out;
 }
 
@@ -109,7 +141,7 @@ json check_value(const std::string& name, const Field& f) {
                       describe_json(f.json())));
     return f.json();
   }
-  if (is_trace_key(name)) return f.json();
+  if (is_trace_key(name)) return trace_key_value(name, f);
   if (name == "seed") return f.integer_at_least(0);
   if (name == "k" || name == "micro_batch_size") return f.int_in(1, sim::kMaxBatchSize);
   if (name == "iterations") return f.int_in(1);
@@ -139,7 +171,8 @@ Axis parse_axis(const std::string& name, const Field& f) {
     for (std::size_t i = 0; i < f.size(); ++i) add(f.at(i));
   } else if (numeric_param(name) && is_range(f)) {
     const bool integral = name != "start_time_s" && !is_trace_key(name);
-    for (json& v : range_values(f, integral)) {
+    const std::optional<Quantity> q = name == "start_time_s" ? std::optional(Quantity::time) : trace_key_quantity(name);
+    for (json& v : range_values(f, integral, q)) {
       const Field vf(v, f.file(), f.path());
       axis.values.push_back(check_value(name, vf));
       axis.paths.push_back(f.path());
@@ -457,7 +490,7 @@ class Expander {
     if (pattern != "periodic" && pattern != "onoff")
       f.at("severity").fail("applies to the periodic and onoff patterns only (low = high x (1 - severity))");
     if (doc.contains("low")) f.at("severity").fail("give low or severity, not both");
-    const double high = f.at("high").non_negative();
+    const double high = f.at("high").non_negative(Quantity::rate);
     doc["low"] = high * (1.0 - s);
     doc.erase("severity");
   }
