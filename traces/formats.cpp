@@ -405,19 +405,21 @@ Trace parse_project_json(nlohmann::json doc, const std::string& source, const st
   root.require_object();
   double factor = 1.0;
   std::string_view plain;  // why rates with units are refused: they would be converted twice
+  std::string_view multiplier;  // set when the values are multipliers
   if (root.has("unit")) {
     const std::string unit = root.at("unit").string();
     if (unit == "bits_per_s") {
       factor = 1.0 / 8.0;
       plain = "the trace's \"unit\" is \"bits_per_s\"; leave \"unit\" out to give rates with units";
     } else if (unit == "factor") {
-      plain = "the trace's \"unit\" is \"factor\", a multiplier";
+      plain = multiplier = "the trace's \"unit\" is \"factor\", a multiplier";
     } else if (unit != "bytes_per_s") {
       root.at("unit").fail(fmt::format("unknown unit \"{}\" (bytes_per_s, bits_per_s or factor)", unit));
     }
     doc.erase("unit");
   }
   Trace t = detail::resolve(Field(doc, source).plain_rates(plain), base_dir, depth + 1, cache);
+  t.factor = !multiplier.empty();
   return factor == 1.0 ? t : scale(t, factor);
 }
 

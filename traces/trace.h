@@ -29,6 +29,9 @@ struct Trace {
   // Natural length: repeat_s for a repeating trace; otherwise the end of the recording
   // or generated window (>= the last point's time; 0 for a constant).
   double span_s = 0.0;
+  // Its values are multipliers (a JSON trace with "unit": "factor", a stage speed), not
+  // bytes per second.
+  bool factor = false;
 
   bool repeats() const { return rate.repeat_s() > 0; }
   std::size_t size() const { return rate.size(); }

@@ -477,9 +477,14 @@ TEST_F(PlanCli, SimulatePlanRunsWhatThePlanEvaluated) {
     ++checked;
   }
   EXPECT_GE(checked, 10);
+  // The plan's own pipeline input (8 model stages) is merged as the planner merged it.
+  r = run("simulate --plan '" + plan.string() + "' --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("mean_iteration_time_s"), doc.at("chosen").at("predicted_iteration_time_s"));
   // Bad combinations: one line, exit 2.
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
-           {"--plan '" + plan.string() + "' --json", "for a plan made with --devices"},
+           {"--plan '" + plan.string() + "' --pipeline configs/fidelity/pipeline-2.json --json",
+            "the plan runs 4 model stages (4 stages x v = 1), the pipeline configs/fidelity/pipeline-2.json has 2"},
            {"--plan '" + plan.string() + "' --pipeline '" + merged.string() + "' --candidate 999", "--candidate: 999"},
            {"--plan '" + plan.string() + "' --schedule 1f1b", "--schedule: the plan (--plan) gives it"},
            {"--pipeline " + kToyPipe + " --network " + kHalfSecond + " --schedule 1f1b -b 1 --candidate 1",

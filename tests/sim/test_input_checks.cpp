@@ -245,7 +245,8 @@ TEST(InputChecks, HugeSizesAreRefusedBeforeAllocating) {
   const sim::Pipeline p = uniform_pipeline(8, 1 << 24, 1.0, 2.0, 0.0);
   EXPECT_THAT(input_error([&] { p.at(1); }),
               HasSubstr("--micro-batch-size: micro-batch size 1 gives M = 16777216 micro-batches on 8 stages, "
-                        "268435456 ops an iteration: more than the 67108864"));
+                        "268435456 ops an iteration, about 16.0 GiB of memory at 64 bytes an op: more than the "
+                        "67108864 ops a run may hold"));
   EXPECT_NO_THROW(uniform_pipeline(8, 1 << 22, 1.0, 2.0, 0.0).at(1));  // 2^26 ops: the most a run may have
   EXPECT_THAT(input_error([] { sim::Network::uniform(5000, std::nullopt); }), HasSubstr("at most 4096"));
   json many = uniform_pipeline_json(1, 8, 1.0, 2.0, 0.0);

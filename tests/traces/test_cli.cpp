@@ -139,6 +139,13 @@ TEST_F(TraceCli, StatsTextAndJson) {
   ASSERT_EQ(t.rc, 0) << t.err;
   EXPECT_THAT(t.out, HasSubstr("(csv, 4 points, 4 s long)"));
   EXPECT_THAT(t.out, HasSubstr("episodes         1 (mean 0.75 s)"));
+  // Values name their unit: bytes/s with the bit rate links are sold by; a trace of
+  // multipliers ("unit": "factor") says so.
+  EXPECT_THAT(t.out, HasSubstr("threshold 1e+09 B/s (8 Gbit/s)"));
+  const fs::path factor = dir_.write("speed.json", R"({"unit": "factor", "points": [[0, 1], [1, 0.5]], "repeat_s": 2})");
+  const Outcome f = run("trace stats '" + factor.string() + "'");
+  ASSERT_EQ(f.rc, 0) << f.err;
+  EXPECT_THAT(f.out, HasSubstr("min / max        0.5 / 1 (factor)"));
 }
 
 TEST_F(TraceCli, Slice) {

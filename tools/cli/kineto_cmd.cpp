@@ -114,12 +114,13 @@ std::string ms(const std::vector<double>& v) { return v.empty() ? "-" : fmt::for
 std::string summary(const std::vector<tr::KinetoRank>& ranks, const tr::KinetoStages& st, int b, int B) {
   using sim::Phase;
   std::string out;
-  for (const tr::KinetoRank& r : ranks)
+  for (const tr::KinetoRank& r : ranks) {
     out += fmt::format("{}: {} {} ranges, {} other actions skipped, {} NCCL send/recv kernels\n", r.source,
                        r.ops.size(), r.gpu ? "GPU" : "CPU", r.skipped, r.transfers.size());
     if (r.overlapped > 0)
       out += fmt::format("{}: {} OVERLAP_F_B ranges split into their parts (in the stage trace, not the medians)\n",
                          r.source, r.overlapped);
+  }
   out += fmt::format("{} stages, {} micro-batches seen, b = {}, B = {}\n", st.stages.size(), st.micro_batches, b, B);
   out += fmt::format("{:>5} {:>6} {:>10} {:>10} {:>10} {:>10}   (medians, ms)\n", "stage", "ops", "F", "B", "I", "W");
   for (std::size_t s = 0; s < st.stages.size(); ++s) {

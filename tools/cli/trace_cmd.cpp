@@ -469,14 +469,25 @@ std::optional<double> threshold_option(const po::variables_map& vm) {
   return threshold;
 }
 
+// Values of a trace with their unit: "2.8e+09 B/s (22.4 Gbit/s)", or a bare multiplier.
+std::string values_text(const tr::Trace& t, std::initializer_list<double> values) {
+  std::string plain, human;
+  for (const double v : values) {
+    plain += fmt::format("{}{:.6g}", plain.empty() ? "" : " / ", v);
+    human += fmt::format("{}{}", human.empty() ? "" : " / ", format_quantity(v, Quantity::rate));
+  }
+  return t.factor ? plain + " (factor)" : fmt::format("{} B/s ({})", plain, human);
+}
+
 std::string stats_text(const Input& in, const tr::TraceStats& s) {
   std::string out;
   out += fmt::format("trace            {} ({}, {})\n", in.source, in.format, shape(in.trace));
   out += fmt::format("window           [{}, {}) s: {} s, {} pieces\n", s.start_s, s.end_s, s.duration_s, s.pieces);
-  out += fmt::format("mean             {:.6g}\n", s.mean);
-  out += fmt::format("min / max        {:.6g} / {:.6g}\n", s.min, s.max);
-  out += fmt::format("p5 / p50 / p95   {:.6g} / {:.6g} / {:.6g}\n", s.p5, s.p50, s.p95);
-  out += fmt::format("below {:<10.6g} {:.2f}% of the time\n", s.threshold, 100.0 * s.fraction_below);
+  out += fmt::format("mean             {}\n", values_text(in.trace, {s.mean}));
+  out += fmt::format("min / max        {}\n", values_text(in.trace, {s.min, s.max}));
+  out += fmt::format("p5 / p50 / p95   {}\n", values_text(in.trace, {s.p5, s.p50, s.p95}));
+  out += fmt::format("below threshold  {:.2f}% of the time, threshold {}\n", 100.0 * s.fraction_below,
+                     values_text(in.trace, {s.threshold}));
   out += fmt::format("episodes         {} (mean {:.6g} s)\n", s.episodes, s.mean_episode_s);
   return out;
 }
