@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <ostream>
+#include <span>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
 #include "error.h"
+#include "option_aliases.h"
 #include "unit_options.h"
 
 namespace po = boost::program_options;
@@ -44,10 +46,12 @@ Backends (--backend): cuda (cuBLAS GEMMs and kernels of our own, NCCL send/recv;
 per rank, chosen by local rank) and cpu (CPU kernels, MPI point-to-point). This build: cpu{}.
 Launch every mode under mpirun, one rank per pipeline stage (stages also runs on one
 rank, measuring every stage in turn). As root, Open MPI needs --allow-run-as-root.
+nccl-tests' short options are accepted too: -b and -e for the smallest and largest
+size, -o for --output-dir.
 
 Example:
   mpirun -np 4 adagrouper-calib stages --stages configs/calib/gpt-350m-4stage-v100.json \
-      -b 1 -e 8 -f 2 --output-dir calib-gpt
+      --min-micro-batch 1 --max-micro-batch 8 -f 2 --output-dir calib-gpt
 )",
                      cuda_backend_built() ? ", cuda (default)" : " (default; built without CUDA)");
 }
@@ -132,7 +136,7 @@ Writes, in --output-dir:
 
 Example:
   mpirun -np 2 adagrouper-calib stages --backend cpu --stages configs/calib/tiny-2stage.json \
-      -b 1 -e 4 -f 2 --output-dir calib-tiny
+      --min-micro-batch 1 --max-micro-batch 4 -f 2 --output-dir calib-tiny
 
 Options)";
 
@@ -172,7 +176,7 @@ size / time, like nccl-tests' sendrecv_perf.
 Writes bandwidth.jsonl in --output-dir (one line per size) and prints the table.
 
 Example:
-  mpirun -np 2 adagrouper-calib bandwidth -b 1K -e 256M -f 4
+  mpirun -np 2 adagrouper-calib bandwidth --min-bytes 1K --max-bytes 256M -f 4
 
 Options)";
 
@@ -185,7 +189,7 @@ void add_common(po::options_description& o, const Options& opt, int warmup, int 
     ("help,h", "print this help")
     ("backend", po::value<std::string>()->default_value(cuda ? "cuda" : "cpu"),
      "cuda (cuBLAS, our kernels and NCCL, one GPU per rank by local rank) or cpu (CPU kernels and MPI)")
-    ("output-dir,o", po::value<std::string>()->default_value(opt.output_dir.string()), "where the outputs go")
+    ("output-dir", po::value<std::string>()->default_value(opt.output_dir.string()), "where the outputs go")
     ("timeout", po::value<TimeArg>()->default_value(TimeArg{opt.timeout_s}),
      "seconds a transfer or synchronization may take before the job is aborted (0: never; units accepted: "
      "500us, 2min)")
@@ -200,8 +204,8 @@ void add_stages_options(po::options_description& o, const Options& opt) {
   // clang-format off
   o.add_options()
     ("stages", po::value<std::string>()->value_name("FILE"), "stage description (required)")
-    ("min-micro-batch,b", po::value<int>()->default_value(1), "smallest micro-batch size")
-    ("max-micro-batch,e", po::value<int>()->default_value(8), "largest micro-batch size")
+    ("min-micro-batch", po::value<int>()->default_value(1), "smallest micro-batch size")
+    ("max-micro-batch", po::value<int>()->default_value(8), "largest micro-batch size")
     ("factor,f", po::value<int>()->default_value(2), "each size is the previous one times this");
   // clang-format on
 }
@@ -231,9 +235,9 @@ void add_bandwidth_options(po::options_description& o, const Options& opt) {
   add_common(o, opt, 5, 0);
   // clang-format off
   o.add_options()
-    ("min-bytes,b", po::value<std::string>()->default_value("1K"),
+    ("min-bytes", po::value<std::string>()->default_value("1K"),
      "smallest size (K, M, G: powers of 1024; or any size unit: 1kB, 1KiB)")
-    ("max-bytes,e", po::value<std::string>()->default_value("64M"), "largest size")
+    ("max-bytes", po::value<std::string>()->default_value("64M"), "largest size")
     ("factor,f", po::value<int>()->default_value(2), "each size is the previous one times this")
     ("iters", po::value<int>()->default_value(opt.iters), "timed transfers per size");
   // clang-format on
@@ -245,6 +249,21 @@ Mode mode_of(const std::string& name) {
   if (name == "bandwidth") return Mode::bandwidth;
   throw InputError(
       fmt::format("unknown mode '{}': stages, p2p, bandwidth or replay (see adagrouper-calib --help)", name));
+}
+
+// The short options of nccl-tests (-b, -e for the smallest and largest size) and -o, kept
+// as hidden spellings of the long options: in adagrouper -b is a micro-batch size and -o
+// a file, so the help shows the long names only.
+std::span<const OptionAlias> short_aliases(Mode mode) {
+  static constexpr OptionAlias kStages[] = {
+      {"-b", "--min-micro-batch"}, {"-e", "--max-micro-batch"}, {"-o", "--output-dir"}};
+  static constexpr OptionAlias kBandwidth[] = {{"-b", "--min-bytes"}, {"-e", "--max-bytes"}, {"-o", "--output-dir"}};
+  static constexpr OptionAlias kOther[] = {{"-o", "--output-dir"}};
+  switch (mode) {
+    case Mode::stages: return kStages;
+    case Mode::bandwidth: return kBandwidth;
+    default: return kOther;
+  }
 }
 
 // The help header of a mode, and its options.
@@ -401,7 +420,8 @@ std::optional<Options> parse_options(const std::vector<std::string>& args, std::
   const char* header = add_mode_options(o, opt);
   po::variables_map vm;
   try {
-    std::vector<std::string> rest(args.begin() + 1, args.end());
+    const std::vector<std::string> rest =
+        with_aliases(std::vector<std::string>(args.begin() + 1, args.end()), short_aliases(opt.mode));
     po::store(po::command_line_parser(rest).options(o).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {

@@ -119,7 +119,7 @@ case "$cmd" in
     build build
     if [ $# -eq 0 ]; then
       set -- --pipeline configs/pipelines/gpt-8stage-v100.json --network configs/networks/preempted-25g.json \
-        --eval-iterations 3 --output build/plan.json
+        --iterations 3 --output build/plan.json
       echo "run.sh plan: no arguments; planning the default example (GPT 2.7B in 8 stages on a preempted" \
            "25 Gb/s network) and writing build/plan.json: adagrouper plan $*" >&2
     fi

@@ -171,7 +171,7 @@ json.dump({"description": f"25 GbE (2.8e9 B/s, 30 us); another job takes {sev:g}
            "default": {"pattern": "periodic", "high": 2.8e9, "low": 2.8e9 * (1 - sev), "period_s": per,
                        "low_fraction": 0.4}}, open(sys.argv[3], "w"), indent=1)' "$sev" "$per" "$dir/net-$sev-$per.json"
             "$ADAGROUPER" plan --pipeline "$pipe" --network "$dir/net-$sev-$per.json" --devices 8 \
-                --eval-iterations 10 --eval-start 3.7 --json >"$dir/plan-$sev-$per.json"
+                --iterations 10 --start-time 3.7 --json >"$dir/plan-$sev-$per.json"
         done
     done
     echo "== $dir/plan-*.json -> $csv" >&2

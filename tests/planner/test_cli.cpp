@@ -312,8 +312,8 @@ TEST_F(PlanCli, JsonIsStableAndComplete) {
 TEST_F(PlanCli, HelpMentionsEveryOption) {
   const Outcome r = run("plan --help");
   EXPECT_EQ(r.rc, 0);
-  for (const char* s : {"--pipeline", "--network", "--memory-limit", "--global-batch-size", "--eval-iterations",
-                        "--eval-start", "--output", "--json", "--help", "adagrouper.plan/2", "1f1b", "dapple-b",
+  for (const char* s : {"--pipeline", "--network", "--memory-limit", "--global-batch-size", "--iterations",
+                        "--start-time", "--output", "--json", "--help", "adagrouper.plan/2", "1f1b", "dapple-b",
                         "gpipe", "kFkB", "--devices", "--families", "--virtual-stages", "--torch-csv",
                         "kfkb-dynamic", "interleaved-1f1b", "looped-bfs", "interleaved-zb", "zbv", "dualpipev",
                         "refused"})
@@ -325,12 +325,12 @@ TEST_F(PlanCli, BadCommandLines) {
   const std::string p = "--pipeline " + kGpt, n = "--network " + kPreempted;
   expect_bad("plan " + n, {"--pipeline"});
   expect_bad("plan " + p, {"--network"});
-  expect_bad("plan " + p + " " + n + " --eval-iterations 0", {"--eval-iterations"});
-  expect_bad("plan " + p + " " + n + " --eval-start -1", {"--eval-start"});
+  expect_bad("plan " + p + " " + n + " --eval-iterations 0", {"--iterations"});
+  expect_bad("plan " + p + " " + n + " --eval-start -1", {"--start-time"});
   expect_bad("plan " + p + " " + n + " --memory-limit -5", {"--memory-limit"});
   expect_bad("plan " + p + " " + n + " --memory-limit 0", {"--memory-limit"});
   expect_bad("plan " + p + " " + n + " --memory-limit abc", {"--memory-limit"});
-  expect_bad("plan " + p + " " + n + " --eval-iterations x", {"--eval-iterations"});
+  expect_bad("plan " + p + " " + n + " --eval-iterations x", {"--iterations"});
   expect_bad("plan " + p + " " + n + " --global-batch-size 0", {"--global-batch-size"});
   // Refused before any candidate is evaluated: b = 1 gives 2^24 micro-batches on 8 stages.
   expect_bad("plan " + p + " " + n + " --global-batch-size 16777216",

@@ -270,7 +270,7 @@ TEST(SweepSpec, BadSpecsNameFileAndField) {
   EXPECT_FALSE(fs::exists(dir.path() / "out.csv") && fs::file_size(dir.path() / "out.csv") > 0);
   EXPECT_THAT(input_error([] { parse_shard("3/3"); }), testing::HasSubstr("--shard"));
   EXPECT_THAT(input_error([] { parse_shard("1-2"); }), testing::HasSubstr("--shard"));
-  EXPECT_THAT(input_error([] { format_for("out.txt", std::nullopt); }), testing::HasSubstr("--format"));
+  EXPECT_THAT(input_error([] { format_for("out.txt", std::nullopt); }), testing::HasSubstr("--output-format"));
 }
 
 TEST(SweepSpec, NumbersAreNeverWrappedNorPastTheModelsScale) {

@@ -178,10 +178,10 @@ TEST_F(TraceCli, BadInputIsOneLineAndExit2) {
   expect_bad("trace import '" + path("back.csv") + "'", {"back.csv:3: time_s: 4 goes backwards"});
   std::ofstream(path("empty.csv")) << "# nothing\n";
   expect_bad("trace import '" + path("empty.csv") + "' --format csv", {"the trace is empty"});
-  expect_bad("trace import '" + csv + "' --format pcap", {"--format: unknown format \"pcap\""});
-  expect_bad("trace import '" + csv + "' --to xml", {"--to: must be csv or json"});
-  expect_bad("trace slice '" + csv + "' --start-s 3 --end-s 2", {"--end-s: must be after the window's start 3 s, got 2"});
-  expect_bad("trace slice '" + csv + "'", {"--start-s: missing"});
+  expect_bad("trace import '" + csv + "' --format pcap", {"--input-format: unknown format \"pcap\""});
+  expect_bad("trace import '" + csv + "' --to xml", {"--output-format: must be csv or json"});
+  expect_bad("trace slice '" + csv + "' --start-s 3 --end-s 2", {"--end-time: must be after the window's start 3 s, got 2"});
+  expect_bad("trace slice '" + csv + "'", {"--start-time: missing"});
   expect_bad("trace nonsense", {"unknown command 'nonsense'"});
   expect_bad("trace import /nonexistent/x.csv", {"/nonexistent/x.csv: cannot open file"});
 }

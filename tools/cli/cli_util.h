@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -17,7 +18,8 @@
 #include "error.h"
 #include "pipeline.h"  // sim::kMaxIterations
 #include "io.h"
-#include "unit_options.h"  // TimeArg, SizeArg, RateArg
+#include "option_aliases.h"  // OptionAlias, with_aliases
+#include "unit_options.h"    // TimeArg, SizeArg, RateArg
 
 namespace adagrouper::cli {
 
@@ -37,10 +39,12 @@ inline std::optional<boost::program_options::variables_map> store_options(
 }
 }  // namespace detail
 
-// Parses the options; prints the help and returns nullopt when --help was given.
+// Parses the options, old spellings in `aliases` taken as their names (option_aliases.h);
+// prints the help and returns nullopt when --help was given.
 inline std::optional<boost::program_options::variables_map> parse_options(
-    int argc, char** argv, const boost::program_options::options_description& opts) {
-  boost::program_options::command_line_parser parser(argc, argv);
+    int argc, char** argv, const boost::program_options::options_description& opts,
+    std::span<const OptionAlias> aliases = {}) {
+  boost::program_options::command_line_parser parser(with_aliases(argc, argv, aliases));
   parser.options(opts);
   return detail::store_options(parser, opts);
 }
@@ -48,10 +52,11 @@ inline std::optional<boost::program_options::variables_map> parse_options(
 // The same, where the first bare argument is the value of the option `positional`
 // ("trace import FILE" for --input FILE).
 inline std::optional<boost::program_options::variables_map> parse_options(
-    int argc, char** argv, const boost::program_options::options_description& opts, const char* positional) {
+    int argc, char** argv, const boost::program_options::options_description& opts, const char* positional,
+    std::span<const OptionAlias> aliases = {}) {
   boost::program_options::positional_options_description pos;
   pos.add(positional, 1);
-  boost::program_options::command_line_parser parser(argc, argv);
+  boost::program_options::command_line_parser parser(with_aliases(argc, argv, aliases));
   parser.options(opts).positional(pos);
   return detail::store_options(parser, opts);
 }
@@ -71,6 +76,13 @@ inline int parse_main_options(int argc, char** argv, const boost::program_option
   }
   return -1;
 }
+
+// The old spellings of the evaluation options of plan and partition (README, "Options").
+inline constexpr OptionAlias kEvaluationAliases[] = {{"--eval-iterations", "--iterations"},
+                                                     {"--eval-start", "--start-time"}};
+
+// The old spelling of --output-format (sweep, schedule).
+inline constexpr OptionAlias kFormatAliases[] = {{"--format", "--output-format"}};
 
 // Columns of --help texts.
 inline constexpr std::size_t kHelpWidth = 88;

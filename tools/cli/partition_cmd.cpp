@@ -24,7 +24,7 @@ namespace {
 constexpr const char* kPartitionHelp = R"(Usage: adagrouper partition --model M.json --stages S --micro-batch-size b
                             [--global-batch-size B] [--schedule NAME [--k K]]
                             [--network N] [--memory-limit BYTES] [--refine N]
-                            [--eval-iterations n] [--eval-start T] [--output FILE] [--json]
+                            [--iterations n] [--start-time T] [--output FILE] [--json]
 
 Cuts the L layers of a model file (docs/formats.md, "Model file"; `adagrouper model`
 writes them) into S contiguous pipeline stages, as DAPPLE and PipeDream do. A dynamic
@@ -78,8 +78,8 @@ po::options_description partition_options() {
        with_units("per-stage memory limit (default: the model's device memory_bytes)", Quantity::size).c_str())
     ("refine", po::value<int>()->default_value(8)->value_name("N"),
        "cuts simulated after the DP, best by the model first (0: keep the DP optimum)")
-    ("eval-iterations", po::value<int>()->default_value(1)->value_name("n"), "iterations simulated per refined cut")
-    ("eval-start", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("T"),
+    ("iterations", po::value<int>()->default_value(1)->value_name("n"), "iterations simulated per refined cut")
+    ("start-time", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("T"),
        with_units("absolute time (s) at which they start; the DP's mean rates are taken from T on", Quantity::time)
            .c_str())
     ("output,o", po::value<std::string>()->value_name("FILE"), "write the pipeline file (-: stdout)")
@@ -107,15 +107,15 @@ planner::PartitionOptions partition_settings(const po::variables_map& vm, int st
   if (!(o.memory_limit_bytes > 0) || !std::isfinite(o.memory_limit_bytes))
     throw InputError(fmt::format("--memory-limit: must be a positive number of bytes, got {}", o.memory_limit_bytes));
   o.refine = vm["refine"].as<int>();
-  o.eval_iterations = int_option(vm, "eval-iterations", 1, kMaxIterations);
-  o.eval_start_s = time_option(vm, "eval-start");
+  o.eval_iterations = int_option(vm, "iterations", 1, kMaxIterations);
+  o.eval_start_s = time_option(vm, "start-time");
   return o;
 }
 
 }  // namespace
 
 int cmd_partition(int argc, char** argv) {
-  const auto parsed = parse_options(argc, argv, partition_options());
+  const auto parsed = parse_options(argc, argv, partition_options(), kEvaluationAliases);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
   const std::string model_path = required(vm, "model", "partition");

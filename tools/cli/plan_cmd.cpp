@@ -30,7 +30,7 @@ namespace {
 
 constexpr const char* kPlanHelp = R"(Usage: adagrouper plan --pipeline P --network N [--memory-limit BYTES] [--devices D]
        adagrouper plan --model M --stages S|auto --network N [--pipeline-output FILE] ...
-                       [--global-batch-size B] [--eval-iterations n] [--eval-start T]
+                       [--global-batch-size B] [--iterations n] [--start-time T]
                        [--families LIST] [--virtual-stages LIST]
                        [--comm-profile [FROM-TO=]FILE ... [--window N]]
                        [--output FILE] [--json] [--torch-csv FILE]
@@ -85,7 +85,7 @@ Inputs are the files of `adagrouper simulate` (docs/formats.md). Exit status: 0 
 
 Example:
   adagrouper plan --pipeline configs/pipelines/gpt-8stage-v100.json \
-      --network configs/networks/preempted-25g.json --eval-iterations 3 --output plan.json
+      --network configs/networks/preempted-25g.json --iterations 3 --output plan.json
   adagrouper plan --model configs/models/gpt2-xl.json --stages auto \
       --network configs/networks/preempted-25g.json
 
@@ -250,8 +250,8 @@ FromModel plan_from_model(const po::variables_map& vm, const std::function<sim::
   mo.virtual_stages = mo.plan.virtual_stages;
   if (mo.virtual_stages.empty()) mo.virtual_stages = mo.plan.families.empty() ? std::vector<int>{1} : std::vector<int>{1, 2};
   mo.plan.virtual_stages.clear();
-  mo.plan.eval_iterations = int_option(vm, "eval-iterations", 1, kMaxIterations);
-  mo.plan.eval_start_s = time_option(vm, "eval-start");
+  mo.plan.eval_iterations = int_option(vm, "iterations", 1, kMaxIterations);
+  mo.plan.eval_start_s = time_option(vm, "start-time");
   fm.plan = planner::plan_model(fm.model, network_for, mo);
   return fm;
 }
@@ -281,9 +281,9 @@ po::options_description plan_options() {
        "when families are considered, else 1)")
     ("global-batch-size", po::value<int>()->value_name("B"),
        "global batch size (default: the pipeline's global_batch_size)")
-    ("eval-iterations", po::value<int>()->default_value(1)->value_name("n"),
+    ("iterations", po::value<int>()->default_value(1)->value_name("n"),
        "iterations simulated per candidate; the prediction is their mean (use several with traces)")
-    ("eval-start", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("T"),
+    ("start-time", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("T"),
        with_units("absolute time (s) at which the evaluated iterations start in the traces", Quantity::time).c_str())
     ("comm-profile", po::value<std::vector<std::string>>()->value_name("[FROM-TO=]FILE"),
        "measured transfer samples (CSV time_s,bytes,duration_s, as the calibration harness writes them; "
@@ -347,8 +347,8 @@ planner::PlanOptions plan_settings(const po::variables_map& vm, const sim::Pipel
                                   ? int_option(vm, "global-batch-size", 1, sim::kMaxBatchSize)
                                   : pipeline.global_batch_size;
   options.memory_limit_bytes = memory_limit_option(vm, pipeline.memory_limit_bytes);
-  options.eval_iterations = int_option(vm, "eval-iterations", 1, kMaxIterations);
-  options.eval_start_s = time_option(vm, "eval-start");
+  options.eval_iterations = int_option(vm, "iterations", 1, kMaxIterations);
+  options.eval_start_s = time_option(vm, "start-time");
   return options;
 }
 
@@ -393,7 +393,7 @@ std::string pipeline_output(const PlanInputs& in, const planner::PlanResult& pla
 }  // namespace
 
 int cmd_plan(int argc, char** argv) {
-  const auto parsed = parse_options(argc, argv, plan_options());
+  const auto parsed = parse_options(argc, argv, plan_options(), kEvaluationAliases);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
   Outputs out;

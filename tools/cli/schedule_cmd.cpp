@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kScheduleIntro = R"(Usage: adagrouper schedule NAME --stages D --micro-batches M [--virtual-stages v]
                            [--k K] [--split-backward] [--w-fill static|dynamic]
-                           [--max-pending-w P] [--format grid|torch-csv|json] [--output FILE]
+                           [--max-pending-w P] [--output-format grid|torch-csv|json] [--output FILE]
 
 Prints the op order of every stage of a named schedule (docs/model.md, sections 2 and
 14): by default a step-by-stage grid, as PyTorch's _format_pipeline_order prints it;
@@ -36,7 +36,7 @@ constexpr const char* kScheduleExample = R"(
 Example:
   adagrouper schedule zbv --stages 4 --micro-batches 8
   adagrouper schedule interleaved-1f1b --stages 4 --virtual-stages 2 --micro-batches 8 \
-      --format torch-csv --output interleaved.csv
+      --output-format torch-csv --output interleaved.csv
 
 Options)";
 
@@ -52,7 +52,7 @@ void add_options(po::options_description& o) {
     ("help,h", "show this help")
     ("stages", po::value<int>()->value_name("D"), "number of stages (devices, pipeline ranks); required")
     ("micro-batches", po::value<int>()->value_name("M"), "micro-batches per iteration; required")
-    ("format", po::value<std::string>()->default_value("grid")->value_name("F"), "grid, torch-csv or json")
+    ("output-format", po::value<std::string>()->default_value("grid")->value_name("F"), "grid, torch-csv or json")
     ("output,o", po::value<std::string>()->value_name("FILE"), "write to FILE instead of stdout (-: stdout)");
   // clang-format on
   add_schedule_options(o);
@@ -63,16 +63,16 @@ void add_options(po::options_description& o) {
 int cmd_schedule(int argc, char** argv) {
   po::options_description opts(schedule_help());
   add_options(opts);
-  const auto parsed = parse_options(argc, argv, opts, "schedule");
+  const auto parsed = parse_options(argc, argv, opts, "schedule", kFormatAliases);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
   required<int>(vm, "stages", "schedule");
   required<int>(vm, "micro-batches", "schedule");
   const int D = int_option(vm, "stages", 1, sim::kMaxStages);
   const int M = int_option(vm, "micro-batches", 1, sim::kMaxBatchSize);
-  const std::string format = vm["format"].as<std::string>();
+  const std::string format = vm["output-format"].as<std::string>();
   if (format != "grid" && format != "torch-csv" && format != "json")
-    throw InputError(fmt::format("--format: grid, torch-csv or json, got '{}'", format));
+    throw InputError(fmt::format("--output-format: grid, torch-csv or json, got '{}'", format));
   OutputSet outputs;
   const auto out = output_option(outputs, vm, "output");
   const sim::ScheduleSpec spec = schedule_spec_option(vm, "schedule");

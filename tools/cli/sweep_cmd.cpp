@@ -19,7 +19,7 @@ namespace {
 // Most worker threads --jobs may ask for.
 constexpr int kMaxJobs = 4096;
 
-constexpr const char* kSweepHelp = R"(Usage: adagrouper sweep SWEEP.json --output FILE [--format csv|jsonl] [--jobs N]
+constexpr const char* kSweepHelp = R"(Usage: adagrouper sweep SWEEP.json --output FILE [--output-format csv|jsonl] [--jobs N]
                         [--shard i/n] [--retry-errors] [--dry-run] [--quiet]
        mpirun -np N adagrouper sweep SWEEP.json --output FILE ...
 
@@ -39,7 +39,7 @@ Spec (JSON; docs/formats.md, "Sweep spec and output"; examples in configs/sweeps
   replaces the rate of every channel; trace.KEY sets one of its keys; severity s sets
   low = high x (1 - s); seed is the seed of a random pattern (onoff, contention).
 
-Output (CSV or JSONL, by --format or FILE's extension .csv / .jsonl / .ndjson): one
+Output (CSV or JSONL, by --output-format or FILE's extension .csv / .jsonl / .ndjson): one
 row per run, in the order runs finish: id (stable hash of the run's inputs), index
 (position in the spec), the inputs (pipeline, network, trace, schedule, k,
 micro_batch_size, iterations, start_time_s, seed, trace.KEY...), then the results
@@ -52,7 +52,7 @@ Resuming: run the same command again. Rows already in FILE are skipped (a partia
 last line left by a killed run is cut off and that run done again). A FILE that is not
 this spec's output (other columns, not rows) is refused and left as it is; so is the
 spec or one of its pipeline or network files. --dry-run reads FILE and changes nothing.
-FILE - writes the rows to stdout (give --format); a device or FIFO is written as it is;
+FILE - writes the rows to stdout (give --output-format); a device or FIFO is written as it is;
 neither is resumed from. --shard i/n runs the runs whose index % n == i, for job arrays
 (give each shard its own FILE; a second sweep writing the same FILE stops, status 1).
 MPI: under mpirun (built with Open MPI) the runs are spread over the ranks and rank 0
@@ -73,7 +73,7 @@ void add_sweep_options(po::options_description& opts) {
     ("spec", po::value<std::string>()->value_name("FILE"), "the sweep spec (or the first positional argument)")
     ("output,o", po::value<std::string>()->value_name("FILE"),
        "output file (required; -: stdout); rows already in it are skipped")
-    ("format", po::value<std::string>()->value_name("csv|jsonl"),
+    ("output-format", po::value<std::string>()->value_name("csv|jsonl"),
        "output format (default: from the output's extension)")
     ("jobs,j", po::value<int>()->default_value(0)->value_name("N"),
        "worker threads (per rank under mpirun); 0: every core this process may use (under mpirun: "
@@ -96,7 +96,8 @@ int cmd_sweep(int argc, char** argv) {
     po::positional_options_description positional;
     positional.add("spec", 1);
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(opts).positional(positional).run(), vm);
+    po::store(po::command_line_parser(with_aliases(argc, argv, kFormatAliases)).options(opts).positional(positional).run(),
+              vm);
     po::notify(vm);
     if (vm.count("help")) {
       if (env_rank <= 0)
@@ -110,7 +111,7 @@ int cmd_sweep(int argc, char** argv) {
     sweep::Options options;
     options.output = required(vm, "output", "sweep");
     std::optional<std::string> format;
-    if (vm.count("format")) format = vm["format"].as<std::string>();
+    if (vm.count("output-format")) format = vm["output-format"].as<std::string>();
     options.format = sweep::format_for(options.output, format);
     options.jobs = int_option(vm, "jobs", 0, kMaxJobs);
     options.shard = sweep::parse_shard(vm["shard"].as<std::string>());

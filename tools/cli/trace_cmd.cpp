@@ -42,12 +42,13 @@ Examples:
       --low-fraction 0.5 --output periodic.json
   adagrouper trace import iperf3-run.json --output link.csv
   adagrouper trace stats link.csv --threshold 1e9
-  adagrouper trace slice link.csv --start-s 60 --end-s 120 --output minute.csv
+  adagrouper trace slice link.csv --start-time 60 --end-time 120 --output minute.csv
   adagrouper trace import-kineto rank0.json rank1.json --micro-batch-size 2 --output measured.json
 )";
 
-constexpr const char* kSynthUsage = R"(Usage: adagrouper trace synth PATTERN [PATTERN OPTIONS] [--output FILE] [--to csv|json]
-       adagrouper trace synth --spec JSON [--output FILE] [--to csv|json]
+constexpr const char* kSynthUsage = R"(Usage: adagrouper trace synth PATTERN [PATTERN OPTIONS] [--output FILE]
+                              [--output-format csv|json] [--end-time T]
+       adagrouper trace synth --spec JSON [--output FILE] [--output-format csv|json]
 
 Writes a synthetic rate pattern. Random patterns are deterministic for a given --seed
 (the same file with any compiler). The pattern options are the keys of the pattern's
@@ -59,9 +60,9 @@ Rates and times are plain numbers (bytes/s, seconds) or numbers with units (--hi
 
 constexpr const char* kSynthDetails = R"(
 The output is the pattern's exact trace: a periodic pattern is one period with
-"repeat_s" in JSON (CSV holds one period and says so in a comment). --until-s T writes
-[0, T) instead, as a trace that does not repeat. The output format is --to, else the
-extension of --output (.json: JSON), else CSV.
+"repeat_s" in JSON (CSV holds one period and says so in a comment). --end-time T writes
+[0, T) instead, as a trace that does not repeat. The output format is --output-format,
+else the extension of --output (.json: JSON), else CSV.
 
 Examples:
   adagrouper trace synth periodic --high 2.8e9 --low 0.35e9 --period-s 10 \
@@ -70,7 +71,7 @@ Examples:
       --distribution lognormal --sigma 1 --seed 7 --duration-s 3600 --output bursty.csv
   adagrouper trace synth --spec '{"pattern": "min", "of": [
       {"pattern": "periodic", "high": 2.8e9, "low": 0.35e9, "period_s": 10, "low_fraction": 0.5},
-      {"constant": 2e9}]}' --to json
+      {"constant": 2e9}]}' --output-format json
 
 Options)";
 
@@ -121,11 +122,11 @@ std::string synth_help() {
   return help;
 }
 
-constexpr const char* kImportHelp = R"(Usage: adagrouper trace import INPUT [--format F] [--latency-s L] [--rebase]
-                               [--output FILE] [--to csv|json]
+constexpr const char* kImportHelp = R"(Usage: adagrouper trace import INPUT [--input-format F] [--latency-s L] [--rebase]
+                               [--output FILE] [--output-format csv|json]
 
 Reads a trace file and writes it as the project's JSON or as CSV. The input format is
-detected from the content unless --format says it:
+detected from the content unless --input-format says it:
   csv      time_s,value rows (optional header, # comments, blank lines)
   json     {"unit": "bytes_per_s", "points": [[t, v], ...], "repeat_s": P}, or any
            rate form (constant, pattern, ...)
@@ -134,17 +135,17 @@ detected from the content unless --format says it:
   simgrid  SimGrid profile: "date value" lines, PERIODICITY / LOOPAFTER, # and % comments
   samples  time_s,bytes,duration_s rows of measured transfers: rate = bytes /
            (duration_s - latency), latency from --latency-s
-Consecutive equal values are merged. The output format is --to, else the extension of
---output (.json: JSON), else CSV.
+Consecutive equal values are merged. The output format is --output-format, else the
+extension of --output (.json: JSON), else CSV.
 
 Examples:
   adagrouper trace import iperf3-run.json --output link.json
-  adagrouper trace import calib-samples.csv --format samples --latency-s 30e-6 --output link.csv
+  adagrouper trace import calib-samples.csv --input-format samples --latency-s 30e-6 --output link.csv
   adagrouper trace import epoch-times.csv --rebase --output link.csv
 
 Options)";
 
-constexpr const char* kStatsHelp = R"(Usage: adagrouper trace stats INPUT|--spec JSON [--start-s A] [--end-s B]
+constexpr const char* kStatsHelp = R"(Usage: adagrouper trace stats INPUT|--spec JSON [--start-time A] [--end-time B]
                               [--threshold R | --threshold-fraction F] [--json]
 
 Time-weighted statistics of a trace over the window [A, B) (default: the trace's
@@ -155,35 +156,40 @@ their mean length. The threshold is R, else F x max (default F = 0.5).
 
 Examples:
   adagrouper trace stats traces/data/periodic-50pct-10s.json
-  adagrouper trace stats link.csv --start-s 0 --end-s 600 --threshold 1e9 --json
+  adagrouper trace stats link.csv --start-time 0 --end-time 600 --threshold 1e9 --json
   adagrouper trace stats --spec '{"pattern": "onoff", "high": 1, "low": 0, "mean_high_s": 8,
       "mean_low_s": 2, "seed": 1, "duration_s": 1e5}'
 
 Options)";
 
-constexpr const char* kSliceHelp = R"(Usage: adagrouper trace slice INPUT|--spec JSON --start-s A [--end-s B] [--repeat]
-                              [--output FILE] [--to csv|json]
+constexpr const char* kSliceHelp = R"(Usage: adagrouper trace slice INPUT|--spec JSON --start-time A [--end-time B]
+                              [--repeat] [--output FILE] [--output-format csv|json]
 
-Cuts the window [A, B) out of a trace and moves it to start at 0. Without --end-s the
+Cuts the window [A, B) out of a trace and moves it to start at 0. Without --end-time the
 window runs to the end of a trace that does not repeat (its last value then holds as
-before). --repeat makes the slice repeat with period B - A. The output format is --to,
-else the extension of --output (.json: JSON), else CSV.
+before). --repeat makes the slice repeat with period B - A. The output format is
+--output-format, else the extension of --output (.json: JSON), else CSV.
 
 Examples:
-  adagrouper trace slice link.csv --start-s 60 --end-s 120 --output minute.csv
-  adagrouper trace slice traces/data/day-drift-25g.json --start-s 28800 --end-s 32400 \
+  adagrouper trace slice link.csv --start-time 60 --end-time 120 --output minute.csv
+  adagrouper trace slice traces/data/day-drift-25g.json --start-time 28800 --end-time 32400 \
       --repeat --output morning-hour.json
 
 Options)";
 
 // Common options -----------------------------------------------------------------
 
+// The old spellings of the trace commands' options (README, "Options").
+constexpr OptionAlias kTraceAliases[] = {{"--format", "--input-format"}, {"--to", "--output-format"},
+                                         {"--start-s", "--start-time"},  {"--end-s", "--end-time"},
+                                         {"--until-s", "--end-time"}};
+
 void add_input_options(po::options_description& o) {
   // clang-format off
   o.add_options()
     ("input", po::value<std::string>()->value_name("FILE"), "trace file (or the first positional argument)")
     ("spec", po::value<std::string>()->value_name("JSON"), "a rate form given inline instead of a file")
-    ("format", po::value<std::string>()->value_name("F"), "input format: csv, json, iperf3, simgrid, samples "
+    ("input-format", po::value<std::string>()->value_name("F"), "input format: csv, json, iperf3, simgrid, samples "
                                                           "(default: detected)")
     ("latency-s", po::value<TimeArg>()->value_name("L"),
        with_units("samples: latency subtracted from each duration", Quantity::time).c_str())
@@ -196,7 +202,8 @@ void add_output_options(po::options_description& o) {
   o.add_options()
     ("output,o", po::value<std::string>()->value_name("FILE"),
        "write here (complete or not at all, never over the input); default, or -: stdout")
-    ("to", po::value<std::string>()->value_name("csv|json"), "output format (default: from --output's extension)");
+    ("output-format", po::value<std::string>()->value_name("csv|json"),
+       "output format (default: from --output's extension)");
   // clang-format on
 }
 
@@ -217,10 +224,11 @@ nlohmann::json spec_option(const po::variables_map& vm) {
 
 tr::LoadOptions load_options(const po::variables_map& vm) {
   tr::LoadOptions opt;
-  if (vm.count("format")) {
-    const std::string f = vm["format"].as<std::string>();
+  if (vm.count("input-format")) {
+    const std::string f = vm["input-format"].as<std::string>();
     opt.format = tr::format_from_name(f);
-    if (!opt.format) throw InputError(fmt::format("--format: unknown format \"{}\" ({})", f, tr::format_names()));
+    if (!opt.format)
+      throw InputError(fmt::format("--input-format: unknown format \"{}\" ({})", f, tr::format_names()));
   }
   if (vm.count("latency-s")) {
     opt.latency_s = vm["latency-s"].as<TimeArg>().value;
@@ -235,8 +243,8 @@ Input read_input(const po::variables_map& vm) {
   const bool has_file = vm.count("input") > 0, has_spec = vm.count("spec") > 0;
   if (has_file == has_spec) throw InputError("give either an input FILE or --spec JSON (one of them)");
   if (has_spec) {
-    if (vm.count("format") || vm.count("latency-s") || vm["rebase"].as<bool>())
-      throw InputError("--format, --latency-s and --rebase apply to an input file, not to --spec");
+    if (vm.count("input-format") || vm.count("latency-s") || vm["rebase"].as<bool>())
+      throw InputError("--input-format, --latency-s and --rebase apply to an input file, not to --spec");
     return {tr::parse_rate_spec(spec_option(vm), "--spec"), "--spec", "spec"};
   }
   const tr::LoadOptions opt = load_options(vm);
@@ -252,14 +260,14 @@ std::string shape(const tr::Trace& t) {
                                  : fmt::format("{} s long", t.span_s));
 }
 
-// Writes the trace to --output (stdout without it, or with -) in --to's format; `source`
+// Writes the trace to --output (stdout without it, or with -) in --output-format's format; `source`
 // is the input file, which the output may not be.
 void write_output(const po::variables_map& vm, const tr::Trace& t, const std::string& source = "") {
   std::string to;
   const std::string out = vm.count("output") ? vm["output"].as<std::string>() : "-";
-  if (vm.count("to")) {
-    to = vm["to"].as<std::string>();
-    if (to != "csv" && to != "json") throw InputError(fmt::format("--to: must be csv or json, got \"{}\"", to));
+  if (vm.count("output-format")) {
+    to = vm["output-format"].as<std::string>();
+    if (to != "csv" && to != "json") throw InputError(fmt::format("--output-format: must be csv or json, got \"{}\"", to));
   } else {
     to = out.size() >= 5 && out.compare(out.size() - 5, 5, ".json") == 0 ? "json" : "csv";
   }
@@ -285,7 +293,7 @@ auto window_guard(std::string_view options, F&& f) {
   }
 }
 
-// A window end (--end-s, --until-s): after `from`, and at most a trace file's length
+// A window end (--end-time): after `from`, and at most a trace file's length
 // (sim::kMaxTime) past it when `bounded` (the result is written as a trace).
 double window_end_option(const po::variables_map& vm, const char* name, double from, bool bounded) {
   const double to = time_option(vm, name);
@@ -305,7 +313,7 @@ void add_synth_options(po::options_description& o) {
     ("pattern", po::value<std::string>()->value_name("NAME"), "one of the patterns above "
                                                               "(or the first positional argument)")
     ("spec", po::value<std::string>()->value_name("JSON"), "any pattern or transform as JSON, instead of PATTERN")
-    ("until-s", po::value<TimeArg>()->value_name("T"),
+    ("end-time", po::value<TimeArg>()->value_name("T"),
        with_units("write [0, T) as a trace that does not repeat", Quantity::time).c_str())
     ("high", po::value<RateArg>()->value_name("R"),
        with_units("periodic, onoff: the unpreempted rate", Quantity::rate).c_str())
@@ -384,7 +392,7 @@ nlohmann::json spec_from_options(const po::variables_map& vm) {
                                  name, name));
   nlohmann::json spec = {{"pattern", name}};
   for (const auto& [opt, value] : vm) {
-    if (opt == "pattern" || opt == "until-s" || opt == "output" || opt == "to") continue;
+    if (opt == "pattern" || opt == "end-time" || opt == "output" || opt == "output-format") continue;
     std::string key = opt;
     for (char& c : key)
       if (c == '-') c = '_';
@@ -397,7 +405,7 @@ nlohmann::json spec_from_options(const po::variables_map& vm) {
 nlohmann::json spec_from_json(const po::variables_map& vm) {
   if (vm.count("pattern")) throw InputError("give either PATTERN with its options or --spec JSON, not both");
   for (const auto& [name, value] : vm)
-    if (!value.defaulted() && name != "spec" && name != "until-s" && name != "output" && name != "to")
+    if (!value.defaulted() && name != "spec" && name != "end-time" && name != "output" && name != "output-format")
       throw InputError(fmt::format("--{}: with --spec, the pattern's fields go inside the JSON", name));
   return spec_option(vm);
 }
@@ -406,14 +414,14 @@ int cmd_synth(int argc, char** argv) {
   po::options_description opts(synth_help());
   add_synth_options(opts);
   add_output_options(opts);
-  const auto vm = parse_options(argc, argv, opts, "pattern");
+  const auto vm = parse_options(argc, argv, opts, "pattern", kTraceAliases);
   if (!vm) return 0;
   const bool inline_spec = vm->count("spec") > 0;
   tr::Trace t = inline_spec ? tr::parse_rate_spec(spec_from_json(*vm), "--spec")
                             : tr::parse_rate_spec(spec_from_options(*vm), "trace synth");
-  if (vm->count("until-s")) {
-    const double until = window_end_option(*vm, "until-s", 0.0, true);
-    t = window_guard("--until-s", [&] { return tr::slice(t, 0.0, until); });
+  if (vm->count("end-time")) {
+    const double until = window_end_option(*vm, "end-time", 0.0, true);
+    t = window_guard("--end-time", [&] { return tr::slice(t, 0.0, until); });
   }
   write_output(*vm, t);
   return 0;
@@ -426,7 +434,7 @@ int cmd_import(int argc, char** argv) {
   opts.add_options()("help,h", "show this help");
   add_input_options(opts);
   add_output_options(opts);
-  const auto vm = parse_options(argc, argv, opts, "input");
+  const auto vm = parse_options(argc, argv, opts, "input", kTraceAliases);
   if (!vm) return 0;
   if (vm->count("spec")) throw InputError("import reads a file: give INPUT (use `trace synth --spec` for a rate form)");
   const Input in = read_input(*vm);
@@ -440,9 +448,9 @@ void add_stats_options(po::options_description& o) {
   // clang-format off
   o.add_options()
     ("help,h", "show this help")
-    ("start-s", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("A"),
+    ("start-time", po::value<TimeArg>()->default_value(TimeArg{0.0})->value_name("A"),
        with_units("window start", Quantity::time).c_str())
-    ("end-s", po::value<TimeArg>()->value_name("B"),
+    ("end-time", po::value<TimeArg>()->value_name("B"),
        with_units("window end (default: the trace's length)", Quantity::time).c_str())
     ("threshold", po::value<RateArg>()->value_name("R"),
        with_units("a rate below R counts as preempted", Quantity::rate).c_str())
@@ -452,12 +460,12 @@ void add_stats_options(po::options_description& o) {
   // clang-format on
 }
 
-// --end-s, else the trace's length.
+// --end-time, else the trace's length.
 double window_end(const po::variables_map& vm, const Input& in, double from) {
-  if (vm.count("end-s")) return window_end_option(vm, "end-s", from, false);
+  if (vm.count("end-time")) return window_end_option(vm, "end-time", from, false);
   const double to = in.trace.span_s;
   if (!(to > from))
-    throw InputError(fmt::format("--end-s: the trace is {} s long (a single point): give the window's end", to));
+    throw InputError(fmt::format("--end-time: the trace is {} s long (a single point): give the window's end", to));
   return to;
 }
 
@@ -497,7 +505,7 @@ void check_finite(const tr::TraceStats& s) {
   for (double v : {s.duration_s, s.mean, s.min, s.max, s.p5, s.p50, s.p95, s.threshold, s.fraction_below,
                    s.mean_episode_s})
     if (!std::isfinite(v))
-      throw InputError(fmt::format("--start-s / --end-s: over [{}, {}) s the statistics are not finite numbers; "
+      throw InputError(fmt::format("--start-time / --end-time: over [{}, {}) s the statistics are not finite numbers; "
                                    "narrow the window",
                                    s.start_s, s.end_s));
 }
@@ -506,16 +514,17 @@ int cmd_stats(int argc, char** argv) {
   po::options_description opts(kStatsHelp);
   add_stats_options(opts);
   add_input_options(opts);
-  const auto parsed = parse_options(argc, argv, opts, "input");
+  const auto parsed = parse_options(argc, argv, opts, "input", kTraceAliases);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
-  const double from = time_option(vm, "start-s");
+  const double from = time_option(vm, "start-time");
   const std::optional<double> threshold = threshold_option(vm);
   const double fraction = finite_option(vm, "threshold-fraction", 0);
   const Input in = read_input(vm);
   const double to = window_end(vm, in, from);
   const tr::TraceStats s =
-      window_guard("--start-s / --end-s", [&] { return tr::compute_stats(in.trace, from, to, threshold, fraction); });
+      window_guard("--start-time / --end-time",
+                   [&] { return tr::compute_stats(in.trace, from, to, threshold, fraction); });
   check_finite(s);
   if (vm["json"].as<bool>()) {
     std::cout << tr::stats_json(in.source, in.format, in.trace, s).dump(2) << '\n';
@@ -532,27 +541,27 @@ int cmd_slice(int argc, char** argv) {
   // clang-format off
   opts.add_options()
     ("help,h", "show this help")
-    ("start-s", po::value<TimeArg>()->value_name("A"),
+    ("start-time", po::value<TimeArg>()->value_name("A"),
        with_units("window start (required)", Quantity::time).c_str())
-    ("end-s", po::value<TimeArg>()->value_name("B"),
+    ("end-time", po::value<TimeArg>()->value_name("B"),
        with_units("window end (default: the end of a trace that does not repeat)", Quantity::time).c_str())
     ("repeat", po::bool_switch(), "make the slice repeat with period B - A");
   // clang-format on
   add_input_options(opts);
   add_output_options(opts);
-  const auto parsed = parse_options(argc, argv, opts, "input");
+  const auto parsed = parse_options(argc, argv, opts, "input", kTraceAliases);
   if (!parsed) return 0;
   const po::variables_map& vm = *parsed;
-  if (!vm.count("start-s")) throw InputError("--start-s: missing (see adagrouper trace slice --help)");
-  const double from = time_option(vm, "start-s");
+  if (!vm.count("start-time")) throw InputError("--start-time: missing (see adagrouper trace slice --help)");
+  const double from = time_option(vm, "start-time");
   std::optional<double> to;
-  if (vm.count("end-s")) to = window_end_option(vm, "end-s", from, true);
+  if (vm.count("end-time")) to = window_end_option(vm, "end-time", from, true);
   const Input in = read_input(vm);
   if (!to && in.trace.repeats())
-    throw InputError(fmt::format("--end-s: {} repeats forever: give the window's end", in.source));
-  if (vm["repeat"].as<bool>() && !to) throw InputError("--repeat needs --end-s");
-  tr::Trace t = window_guard("--start-s / --end-s", [&] { return tr::slice(in.trace, from, to); });
-  if (vm["repeat"].as<bool>()) t = window_guard("--end-s", [&] { return tr::repeat(t, *to - from); });
+    throw InputError(fmt::format("--end-time: {} repeats forever: give the window's end", in.source));
+  if (vm["repeat"].as<bool>() && !to) throw InputError("--repeat needs --end-time");
+  tr::Trace t = window_guard("--start-time / --end-time", [&] { return tr::slice(in.trace, from, to); });
+  if (vm["repeat"].as<bool>()) t = window_guard("--end-time", [&] { return tr::repeat(t, *to - from); });
   write_output(vm, t, in.format == "spec" ? "" : in.source);
   return 0;
 }

@@ -45,11 +45,11 @@ planner::PlanOptions plan_options(const sim::Pipeline& pipeline, std::optional<d
     options.memory_limit_bytes = pipeline.memory_limit_bytes.value_or(0.0);
   }
   if (eval_iterations < 1 || eval_iterations > sim::kMaxIterations)
-    throw InputError(fmt::format("--eval-iterations: must be in 1..{}, got {}", sim::kMaxIterations, eval_iterations));
+    throw InputError(fmt::format("--iterations: must be in 1..{}, got {}", sim::kMaxIterations, eval_iterations));
   options.eval_iterations = eval_iterations;
   options.eval_start_s = eval_start;
   if (!(options.eval_start_s >= 0) || !std::isfinite(options.eval_start_s))
-    throw InputError(fmt::format("--eval-start: must be a finite time >= 0, got {}", options.eval_start_s));
+    throw InputError(fmt::format("--start-time: must be a finite time >= 0, got {}", options.eval_start_s));
   return options;
 }
 

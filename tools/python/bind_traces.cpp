@@ -32,9 +32,9 @@ auto window_guard(F&& f) {
   try {
     return f();
   } catch (const std::invalid_argument& e) {
-    throw InputError(fmt::format("--start-s / --end-s: {}", e.what()));
+    throw InputError(fmt::format("--start-time / --end-time: {}", e.what()));
   } catch (const std::length_error&) {
-    throw InputError(fmt::format("--start-s / --end-s: the window holds more than {} pieces of the trace; narrow it",
+    throw InputError(fmt::format("--start-time / --end-time: the window holds more than {} pieces of the trace; narrow it",
                                  tr::kMaxPoints));
   }
 }
@@ -48,7 +48,7 @@ nlohmann::json stats_document(const PyTrace& t, std::optional<double> end_s, dou
   } else {
     to = t.trace.span_s;
     if (!(to > start_s))
-      throw InputError(fmt::format("--end-s: the trace is {} s long (a single point): give the window's end", to));
+      throw InputError(fmt::format("--end-time: the trace is {} s long (a single point): give the window's end", to));
   }
   if (threshold && !std::isfinite(*threshold)) throw InputError("--threshold: must be a finite number");
   if (!(fraction >= 0) || !std::isfinite(fraction))
@@ -59,8 +59,8 @@ nlohmann::json stats_document(const PyTrace& t, std::optional<double> end_s, dou
 
 PyTrace sliced(const PyTrace& t, double start_s, std::optional<double> end_s, bool repeat) {
   if (!end_s && t.trace.repeats())
-    throw InputError(fmt::format("--end-s: {} repeats forever: give the window's end", t.source));
-  if (repeat && !end_s) throw InputError("--repeat needs --end-s");
+    throw InputError(fmt::format("--end-time: {} repeats forever: give the window's end", t.source));
+  if (repeat && !end_s) throw InputError("--repeat needs --end-time");
   tr::Trace out = window_guard([&] { return tr::slice(t.trace, start_s, end_s); });
   if (repeat) out = window_guard([&] { return tr::repeat(out, *end_s - start_s); });
   return {std::move(out), t.source, t.format};

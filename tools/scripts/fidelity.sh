@@ -191,7 +191,7 @@ if [ -z "$trace" ]; then
 else
   trace_spec=$(python3 -c "import json,sys; print(json.dumps({'file': sys.argv[1], 'repeat': True}))" "$(cd "$(dirname "$trace")" && pwd)/$(basename "$trace")")
 fi
-"$adagrouper" trace slice --spec "$trace_spec" --start-s 0 --end-s 3600 --to csv \
+"$adagrouper" trace slice --spec "$trace_spec" --start-time 0 --end-time 3600 --output-format csv \
   --output "$out/trace-unrolled.csv" >/dev/null
 
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
@@ -409,7 +409,7 @@ run_scenario() {
   local plan_args=()
   [ -z "$memory_limit" ] || plan_args+=(--memory-limit "$memory_limit")
   [ -z "$families" ] || plan_args+=(--devices "$ranks" --families "$families")
-  "$adagrouper" plan --pipeline "$pipeline" --network "$dir/net-plan.json" --eval-iterations "$eval_it" \
+  "$adagrouper" plan --pipeline "$pipeline" --network "$dir/net-plan.json" --iterations "$eval_it" \
     "${plan_args[@]}" --output "$dir/plan.json" >"$dir/plan.txt"
   # The evaluated candidates: the chosen one, then the others by predicted time; with
   # --families the chosen one and the fastest of each family listed.

@@ -55,7 +55,7 @@ mpirun=(mpirun --oversubscribe)
 # 1. stages on GPU 0, two micro-batch sizes, every stage in turn on the one rank.
 say "stages on 1 GPU, micro-batch sizes 1 and 4 (configs/calib/gpu-check.json)"
 timeout 180 "${mpirun[@]}" -np 1 "$calib" stages --backend cuda --stages configs/calib/gpu-check.json \
-  -b 1 -e 4 -f 4 --warmup 3 --repeat 10 --timeout 60 -o "$out/stages" || fail "stages"
+  --min-micro-batch 1 --max-micro-batch 4 -f 4 --warmup 3 --repeat 10 --timeout 60 --output-dir "$out/stages" || fail "stages"
 python3 - "$out/stages/pipeline.json" <<'EOF' || fail "the pipeline file stages wrote"
 import json, sys
 p = json.load(open(sys.argv[1]))

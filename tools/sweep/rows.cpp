@@ -187,13 +187,13 @@ Format format_for(const fs::path& output, const std::optional<std::string>& name
   if (name) {
     if (*name == "csv") return Format::csv;
     if (*name == "jsonl") return Format::jsonl;
-    throw InputError(fmt::format("--format: must be csv or jsonl, got '{}'", *name));
+    throw InputError(fmt::format("--output-format: must be csv or jsonl, got '{}'", *name));
   }
   const std::string ext = output.extension().string();
   if (ext == ".csv") return Format::csv;
   if (ext == ".jsonl" || ext == ".ndjson") return Format::jsonl;
   throw InputError(fmt::format(
-      "--output: cannot tell the format from the name '{}' (.csv, .jsonl, .ndjson); give --format csv|jsonl",
+      "--output: cannot tell the format from the name '{}' (.csv, .jsonl, .ndjson); give --output-format csv|jsonl",
       output.string()));
 }
 
