@@ -81,7 +81,7 @@ struct ReplayOptions {
   std::string plan, pipeline;
   std::optional<int> candidate;
   int iterations = 5, warmup = 1;
-  std::string backend = "cpu", streams = "plan";
+  std::string backend = cuda_backend_built() ? "cuda" : "cpu", streams = "plan";
   std::optional<double> time_origin, start_at;
   double timeout_s = 120;
   std::string output, timeline, stage_trace, raw;
@@ -99,8 +99,9 @@ void add_replay_options(po::options_description& opts) {
     ("iterations,n", po::value<int>()->default_value(5)->value_name("n"), "measured iterations")
     ("warmup,w", po::value<int>()->default_value(1)->value_name("w"),
        "iterations run first and not reported (connections, caches, TCP windows)")
-    ("backend", po::value<std::string>()->default_value("cpu")->value_name("cpu|cuda"),
-       "cpu: MPI point-to-point and host threads; cuda: NCCL and a busy kernel on the rank's GPU")
+    ("backend", po::value<std::string>()->default_value(cuda_backend_built() ? "cuda" : "cpu")->value_name("cpu|cuda"),
+       "cpu: MPI point-to-point and host threads; cuda: NCCL and a busy kernel on the rank's GPU (the default, as "
+       "in every mode, where this build has CUDA; the fidelity testbed gives cpu)")
     ("streams", po::value<std::string>()->default_value("plan")->value_name("plan|channel"),
        "plan: one send and one recv stream per stage, as the plan says; channel: one stream per channel "
        "end, so that a slow transfer from one neighbour does not hold up the other (the simulator's model)")

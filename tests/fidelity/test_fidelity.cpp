@@ -313,7 +313,8 @@ TEST(MeasuredResult, ReproducesTheSimulatorsDefinitions) {
       // Model stages on stages (loop and V placement, local messages) and split backward.
       {"configs/examples/toy-4.json", "configs/examples/toy-net-0.5s.json", "interleaved-1f1b", std::nullopt, 1, 2, 2},
       {"configs/examples/toy-4.json", "configs/examples/toy-net-0.5s.json", "zbv", std::nullopt, 1, 2, 2},
-      {"configs/fidelity/pipeline-4.json", "configs/fidelity/net-200mbit.json", "interleaved-zb", std::nullopt, 2, 2, 2},
+      {"configs/fidelity/pipeline-4.json", "configs/fidelity/net-200mbit.json", "interleaved-zb", std::nullopt, 2, 2,
+       2},
       {"configs/examples/toy-4.json", "configs/examples/toy-net-2s.json", "kfkb", 2, 1, 0, 1, true},
   };
   for (const auto& [pipe_path, net_path, name, k, b, devices, v, split] : cases) {
@@ -517,7 +518,8 @@ TEST(ReplayPlan, FamiliesWithModelStages) {
   // A pipeline with fewer model stages than the candidate runs is refused.
   int v2 = -1;
   for (std::size_t i = 0; i < doc["candidates"].size() && v2 < 0; ++i)
-    if (doc["candidates"][i]["virtual_stages"] == 2 && doc["candidates"][i]["status"] != "refused") v2 = static_cast<int>(i);
+    if (doc["candidates"][i]["virtual_stages"] == 2 && doc["candidates"][i]["status"] != "refused")
+      v2 = static_cast<int>(i);
   ASSERT_GE(v2, 0);
   EXPECT_THAT(testutil::input_error([&] {
                 calib::load_replay_plan(plan_path.string(),
@@ -556,8 +558,8 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
   int rc = 0;
   const std::string out = shell(
       fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' replay "
-                  "--plan '{}' --iterations 2 --warmup 1 --timeout 60 --output '{}' --raw '{}' --timeline '{}' "
-                  "--stage-trace '{}' 2>&1",
+                  "--backend cpu --plan '{}' --iterations 2 --warmup 1 --timeout 60 --output '{}' --raw '{}' "
+                  "--timeline '{}' --stage-trace '{}' 2>&1",
                   SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), run.string(), raw.string(), tl.string(),
                   st.string()),
       rc);
@@ -654,7 +656,7 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
 
   // A plan for 2 stages under 3 ranks is one line of bad input, exit status 2.
   const std::string bad = shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 3 --mca btl "
-                                            "tcp,self '{}' replay --plan '{}' 2>&1",
+                                            "tcp,self '{}' replay --backend cpu --plan '{}' 2>&1",
                                             SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string()),
                                 rc);
   EXPECT_NE(rc, 0);
@@ -690,7 +692,8 @@ TEST(Replay, VirtualStagesAndSplitBackwardUnderMpirun) {
     int rc = 0;
     const std::string out = shell(
         fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' replay "
-                    "--plan '{}' --candidate {} --iterations 1 --warmup 0 --timeout 60 --output '{}' --raw '{}' 2>&1",
+                    "--backend cpu --plan '{}' --candidate {} --iterations 1 --warmup 0 --timeout 60 --output '{}' "
+                    "--raw '{}' 2>&1",
                     SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), pick, run.string(), raw.string()),
         rc);
     ASSERT_EQ(rc, 0) << out;
@@ -759,7 +762,7 @@ TEST(Replay, EightRanksOnFewCoresStayConsistent) {
   int rc = 0;
   const std::string out = shell(
       fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 8 --mca btl tcp,self '{}' replay "
-                  "--plan '{}' --iterations 2 --warmup 1 --timeout 120 2>&1",
+                  "--backend cpu --plan '{}' --iterations 2 --warmup 1 --timeout 120 2>&1",
                   SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string()),
       rc);
   EXPECT_EQ(rc, 0) << out;
