@@ -53,6 +53,14 @@ planner::PlanOptions plan_options(const sim::Pipeline& pipeline, std::optional<d
   return options;
 }
 
+// A keyword argument that also has an older name (plan's eval_iterations, eval_start):
+// the one given, not both; `fallback` when neither is.
+template <class T>
+T either(std::optional<T> value, std::optional<T> old, const char* name, const char* old_name, T fallback) {
+  if (value && old) throw InputError(fmt::format("{}: give {} or its older name {}, not both", name, name, old_name));
+  return value ? *value : old.value_or(fallback);
+}
+
 // devices, families, virtual_stages as `plan --devices D --families LIST --virtual-stages
 // LIST`: with devices, every family unless families names some.
 void family_options(const sim::Pipeline& pipeline, std::optional<int> devices, std::optional<std::string> families,
@@ -79,8 +87,10 @@ per-device programs.
 
 pipeline: a Pipeline, a dict or a path; network: a Network, a dict or a path.
 memory_limit: bytes per stage (default: the pipeline's memory_limit_bytes);
-global_batch_size: B (default: the pipeline's); eval_iterations, eval_start: the
-iterations simulated per candidate and where in the traces they start.
+global_batch_size: B (default: the pipeline's); iterations, start_time: the
+iterations simulated per candidate (default 1) and where in the traces they start
+(default 0), as simulate's (eval_iterations and eval_start, their older names, are
+accepted too).
 devices: D devices for the pipeline's J model stages (J a multiple of D), with every
 schedule family considered; families: a comma-separated list of them ("all",
 "kfkb-dynamic", "interleaved-1f1b", "zbv", ...); virtual_stages: the v to consider, as
@@ -95,13 +105,17 @@ void bind_plan(py::module_& m) {
   m.def(
       "plan",
       [](py::object pipeline, py::object network, std::optional<double> memory_limit,
-         std::optional<int> global_batch_size, int eval_iterations, double eval_start, std::optional<int> devices,
-         std::optional<std::string> families, std::optional<std::string> virtual_stages, bool text) -> py::object {
+         std::optional<int> global_batch_size, std::optional<int> iterations, std::optional<double> start_time,
+         std::optional<int> devices, std::optional<std::string> families, std::optional<std::string> virtual_stages,
+         bool text, std::optional<int> eval_iterations, std::optional<double> eval_start) -> py::object {
         const auto p = pipeline_arg(pipeline);
         const auto n = network_arg(network);
         const std::vector<planner::InputFile> inputs{input_record("pipeline", pipeline, p->source),
                                                      input_record("network", network, n->source)};
-        planner::PlanOptions options = plan_options(*p, memory_limit, global_batch_size, eval_iterations, eval_start);
+        planner::PlanOptions options =
+            plan_options(*p, memory_limit, global_batch_size,
+                         either(iterations, eval_iterations, "iterations", "eval_iterations", 1),
+                         either(start_time, eval_start, "start_time", "eval_start", 0.0));
         family_options(*p, devices, families, virtual_stages, options);
         nlohmann::ordered_json doc;
         std::string table;
@@ -116,9 +130,9 @@ void bind_plan(py::module_& m) {
         return py::make_tuple(to_python(doc), table);
       },
       kPlanDoc, py::arg("pipeline"), py::arg("network"), py::kw_only(), py::arg("memory_limit") = py::none(),
-      py::arg("global_batch_size") = py::none(), py::arg("eval_iterations") = 1, py::arg("eval_start") = 0.0,
+      py::arg("global_batch_size") = py::none(), py::arg("iterations") = py::none(), py::arg("start_time") = py::none(),
       py::arg("devices") = py::none(), py::arg("families") = py::none(), py::arg("virtual_stages") = py::none(),
-      py::arg("text") = false);
+      py::arg("text") = false, py::arg("eval_iterations") = py::none(), py::arg("eval_start") = py::none());
 }
 
 }  // namespace adagrouper::python

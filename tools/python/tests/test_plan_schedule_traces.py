@@ -12,9 +12,15 @@ PERIODIC = os.path.join(ROOT, "traces", "data", "periodic-50pct-10s.json")
 
 class Plan(unittest.TestCase):
     def test_gpt_on_the_preempted_network(self):
-        plan = ag.plan(GPT, PREEMPTED, eval_iterations=2)
+        plan = ag.plan(GPT, PREEMPTED, iterations=2, start_time=0.5)
+        self.assertEqual(plan, cli_json("plan", "--pipeline", GPT, "--network", PREEMPTED, "--iterations", 2,
+                                        "--start-time", 0.5, "--json"))
+        # The older names mean the same, on both sides; both names at once is an error.
+        self.assertEqual(plan, ag.plan(GPT, PREEMPTED, eval_iterations=2, eval_start=0.5))
         self.assertEqual(plan, cli_json("plan", "--pipeline", GPT, "--network", PREEMPTED, "--eval-iterations", 2,
-                                        "--json"))
+                                        "--eval-start", 0.5, "--json"))
+        with self.assertRaisesRegex(ag.InputError, "give iterations or its older name eval_iterations"):
+            ag.plan(GPT, PREEMPTED, iterations=2, eval_iterations=2)
         self.assertEqual(plan["schema"], "adagrouper.plan/2")
         self.assertEqual([i["role"] for i in plan["inputs"]], ["pipeline", "network"])
         self.assertEqual(len(plan["inputs"][0]["sha256"]), 64)
