@@ -2,6 +2,8 @@
 // `adagrouper trace import-kineto`, on the fixtures in tests/traces/data/kineto.
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
@@ -257,6 +260,44 @@ TEST(Kineto, OverlapFBRangesAreSplitByTheMedians) {
   const std::string only = trace_text(x_event("PP:0B0", 0, 1000) + "," + x_event("PP:(0F1;0B2)OVERLAP_F_B", 1000, 10));
   EXPECT_THAT(error_of([&] { tr::collect_stages({tr::parse_kineto(only, "o.json", tr::torch_action_pattern())}); }),
               HasSubstr("stage 0: no F ranges of its own, outside OVERLAP_F_B ranges"));
+}
+
+// Traces written by a real torch.profiler run (tests/traces/data/kineto/
+// make_torch_fixture.py: Debian's PyTorch 1.13 on the CPU, 2 processes, 1F1B over 4
+// micro-batches for 2 steps, every action in record_function("PP:...")). That build has
+// no Kineto, so the files are the legacy profiler's: a bare array, no "cat": the ranges
+// are matched by name. The medians are those of the files' own PP:sF and PP:sB events.
+TEST(Kineto, RealTorchProfilerTraces) {
+  const auto ranks = load({"torch-rank0.json", "torch-rank1.json"});
+  std::map<std::pair<int, char>, std::vector<double>> expected;  // (stage, F|B) -> seconds
+  const std::regex action(R"(PP:(\d+)([FB])(\d+))");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(ranks[r].gpu);
+    EXPECT_EQ(ranks[r].ops.size(), 16u);     // F and B of 4 micro-batches in 2 steps
+    EXPECT_EQ(ranks[r].skipped, 16u);        // their SEND_* and RECV_*
+    std::ifstream in(kineto(fmt::format("torch-rank{}.json", r)));
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    ASSERT_TRUE(doc.is_array());
+    for (const auto& ev : doc) {
+      std::smatch m;
+      const std::string name = ev.value("name", "");
+      if (ev.value("ph", "") == "X" && std::regex_match(name, m, action))
+        expected[std::pair(std::stoi(m[1].str()), m[2].str()[0])].push_back(ev["dur"].get<double>() / 1e6);
+    }
+  }
+  const tr::KinetoStages st = tr::collect_stages(ranks);
+  ASSERT_EQ(st.stages.size(), 2u);
+  EXPECT_EQ(st.micro_batches, 4);
+  for (int s = 0; s < 2; ++s) {
+    const std::vector<double>& f = expected[std::pair(s, 'F')];
+    const std::vector<double>& b = expected[std::pair(s, 'B')];
+    ASSERT_EQ(f.size(), 8u);
+    ASSERT_EQ(b.size(), 8u);
+    EXPECT_DOUBLE_EQ(tr::median(st.stages[s].of(sim_phase::Forward)), tr::median(f)) << s;
+    EXPECT_DOUBLE_EQ(tr::median(st.stages[s].of(sim_phase::Backward)), tr::median(b)) << s;
+  }
+  const auto doc = tr::kineto_pipeline(st, {.micro_batch_size = 64, .global_batch_size = 0, .name = {}});
+  EXPECT_EQ(doc["global_batch_size"], 256);
 }
 
 TEST(Kineto, OldTracesWithoutCatMatchByName) {
