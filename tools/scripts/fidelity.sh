@@ -52,6 +52,15 @@
 #   --build DIR        where adagrouper and adagrouper-calib are (default build)
 #   --out DIR          outputs (default fidelity-out)
 #   --prefix P         namespace prefix (default agf)
+#   --random-scenarios N
+#                      instead of one scenario, N drawn from --seed: per scenario 2 to 4
+#                      ranks, an uneven pipeline (per stage its own forward, backward and
+#                      message size), a shaped rate and a preemption trace (periodic,
+#                      steps or on/off) written to --out/random-I/; each run --repeats
+#                      times (preempted scenario), then a table of every candidate's
+#                      MAPE over the repeats (random-summary.txt, random-summary.json)
+#   --seed S           seed of --random-scenarios (default 1)
+#   --repeats R        runs of each drawn scenario (default 3)
 #   --ci               reduced run for CI: 2 ranks, the preempted scenario (the constant
 #                      one is the same without the driver), 2 candidates, 2 measured
 #                      iterations, a short calibration (the largest messages only)
@@ -70,7 +79,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
-families="" memory_limit=""
+families="" memory_limit="" random_n=0 seed=1 repeats=3
 
 die() {
   echo "fidelity.sh: $*" >&2
@@ -79,6 +88,109 @@ die() {
 skip() {
   echo "fidelity.sh: SKIP: $*"
   exit 77
+}
+
+# draw_scenario SEED INDEX DIR: writes DIR/pipeline.json and DIR/trace.json and prints
+# "RANKS RATE" (a tc rate): one scenario drawn from (SEED, INDEX) with Python's Mersenne
+# Twister seeded by the string "SEED-INDEX" (the same scenario on every machine).
+draw_scenario() {
+  python3 - "$@" <<'EOF'
+import json, random, sys
+seed, index, d = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rng = random.Random(f"{seed}-{index}")
+ranks = rng.choice([2, 3, 4])
+mbit = rng.choice([100, 150, 200, 300])
+high = mbit * 1e6 / 8
+base_f = rng.uniform(0.003, 0.009)           # forward of one sample at b = 1, s
+stages = []
+for s in range(ranks):
+    f = base_f * rng.uniform(0.6, 1.6)          # uneven stages
+    bw = 2 * f * rng.uniform(0.8, 1.2)
+    msg = rng.choice([80e3, 120e3, 160e3, 240e3])  # bytes per sample each way
+    prof = []
+    for b in (1, 2, 4):
+        e = {"micro_batch_size": b, "forward_s": round(f * (0.4 + 0.6 * b), 6),
+             "backward_s": round(bw * (0.4 + 0.6 * b), 6), "activation_bytes": 1e8 * b}
+        if s + 1 < ranks: e["output_bytes"] = msg * b
+        if s > 0: e["grad_output_bytes"] = stages[-1]["_msg"] * b
+        prof.append(e)
+    stages.append({"static_bytes": 1e9, "optimizer_s": 0.002, "profile": prof, "_msg": msg})
+for st in stages: del st["_msg"]
+json.dump({"name": f"random-{seed}-{index}", "description": f"fidelity.sh --random-scenarios, seed {seed}, "
+           f"scenario {index}: {ranks} uneven stages, links shaped to {mbit} Mbit/s",
+           "global_batch_size": 16, "memory_limit_bytes": 2.2e9, "stages": stages},
+          open(f"{d}/pipeline.json", "w"), indent=1)
+low = high * rng.uniform(0.15, 0.5)
+kind = rng.choice(["periodic", "steps", "onoff"])
+if kind == "periodic":
+    tr = {"pattern": "periodic", "high": high, "low": low, "period_s": round(rng.uniform(2, 6), 3),
+          "low_fraction": round(rng.uniform(0.3, 0.6), 3)}
+elif kind == "steps":
+    mid = (high + low) / 2
+    tr = {"pattern": "steps", "levels": [high, low, high, mid],
+          "durations_s": [round(rng.uniform(1, 4), 3) for _ in range(4)], "repeat": True}
+else:
+    tr = {"pattern": "onoff", "high": high, "low": low, "mean_high_s": round(rng.uniform(2, 4), 3),
+          "mean_low_s": round(rng.uniform(1, 2), 3), "duration_s": 600, "seed": rng.randrange(1 << 30)}
+json.dump(tr, open(f"{d}/trace.json", "w"), indent=1)
+print(ranks, f"{mbit}mbit", kind)
+EOF
+}
+
+# --random-scenarios: each drawn scenario run --repeats times, then the summary.
+run_random_scenarios() {
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+  local i j ranks_i rate_i kind_i dir rc
+  for ((i = 0; i < random_n; i++)); do
+    dir="$out/random-$i"
+    mkdir -p "$dir"
+    read -r ranks_i rate_i kind_i < <(draw_scenario "$seed" "$i" "$dir")
+    echo "== random scenario $i (seed $seed): $ranks_i ranks, $rate_i, $kind_i trace"
+    for ((j = 1; j <= repeats; j++)); do
+      set +e
+      "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
+        --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
+        --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" \
+        --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
+      rc=$?
+      set -e
+      [ "$rc" -eq 77 ] && { cat "$dir/run-$j.log"; exit 77; }
+      [ "$rc" -eq 0 ] || { cat "$dir/run-$j.log" >&2; exit 1; }
+      echo "   run $j: $(grep -m1 'MAPE of iteration time' "$dir/run-$j.log" | sed 's/^ *//')"
+    done
+  done
+  python3 - "$out" "$random_n" "$repeats" <<'EOF'
+import json, os, statistics, sys
+out, n, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rows, lines = [], []
+lines.append("| scenario | candidate | MAPE per run (free-running) | MAPE per run (aligned) | worst |")
+lines.append("|---|---|---|---|---|")
+for i in range(n):
+    d = os.path.join(out, f"random-{i}")
+    per = {}
+    for j in range(1, reps + 1):
+        for kind, name in (("free", "compare.json"), ("aligned", "compare-aligned.json")):
+            doc = json.load(open(os.path.join(d, f"run-{j}", "preempted", name)))
+            for c in doc["comparisons"]:
+                per.setdefault(c["label"], {"free": [], "aligned": []})[kind].append(c["mape_pct"])
+    for label, m in per.items():
+        worst = max(m["free"])
+        rows.append({"scenario": i, "candidate": label, "mape_free_pct": m["free"], "mape_aligned_pct": m["aligned"]})
+        lines.append(f"| {i} | {label} | {' / '.join(f'{x:.2f}%' for x in m['free'])} | "
+                     f"{' / '.join(f'{x:.2f}%' for x in m['aligned'])} | {worst:.2f}% |")
+allf = [x for r in rows for x in r["mape_free_pct"]]
+alla = [x for r in rows for x in r["mape_aligned_pct"]]
+lines.append("")
+lines.append(f"{len(rows)} candidates in {n} scenarios, {reps} runs each: MAPE free-running median "
+             f"{statistics.median(allf):.2f}%, worst {max(allf):.2f}%; aligned median {statistics.median(alla):.2f}%, "
+             f"worst {max(alla):.2f}%; candidates within 3% in every run: "
+             f"{sum(max(r['mape_free_pct']) <= 3 for r in rows)} of {len(rows)} (aligned "
+             f"{sum(max(r['mape_aligned_pct']) <= 3 for r in rows)})")
+open(os.path.join(out, "random-summary.txt"), "w").write("\n".join(lines) + "\n")
+json.dump(rows, open(os.path.join(out, "random-summary.json"), "w"), indent=1)
+print("\n".join(lines))
+EOF
 }
 
 while [ $# -gt 0 ]; do
@@ -96,12 +208,15 @@ while [ $# -gt 0 ]; do
     --pipeline) pipeline=${2:-}; shift 2 ;;
     --families) families=${2:-}; shift 2 ;;
     --memory-limit) memory_limit=${2:-}; shift 2 ;;
+    --random-scenarios) random_n=${2:-}; shift 2 ;;
+    --seed) seed=${2:-}; shift 2 ;;
+    --repeats) repeats=${2:-}; shift 2 ;;
     --build) build=${2:-}; shift 2 ;;
     --out) out=${2:-}; shift 2 ;;
     --prefix) prefix=${2:-}; shift 2 ;;
     --ci) ci=1; shift ;;
     --keep) keep=1; shift ;;
-    -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see tools/scripts/fidelity.sh --help)" ;;
   esac
 done
@@ -137,6 +252,14 @@ if [ -n "$families" ]; then
   fi
 fi
 [ -z "$memory_limit" ] || [[ "$memory_limit" =~ ^[0-9.]+(e[0-9]+)?$ ]] || die "--memory-limit: bytes, got '$memory_limit'"
+[[ "$random_n" =~ ^[0-9]+$ ]] || die "--random-scenarios: an integer >= 0, got '$random_n'"
+[[ "$seed" =~ ^[0-9]+$ ]] || die "--seed: an integer >= 0, got '$seed'"
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || die "--repeats: a positive integer, got '$repeats'"
+if [ "$random_n" -gt 0 ]; then
+  [ -z "$pipeline$trace$families" ] || die "--random-scenarios draws the pipeline and the trace: drop --pipeline, --trace, --families"
+  run_random_scenarios
+  exit 0
+fi
 [ -n "$pipeline" ] || pipeline="$root/configs/fidelity/pipeline-$ranks.json"
 [ -f "$pipeline" ] || die "--pipeline: no file $pipeline"
 [ -z "$trace" ] || [ -f "$trace" ] || die "--trace: no file $trace"
