@@ -775,6 +775,26 @@ TEST(Replay, EightRanksOnFewCoresStayConsistent) {
 
 // --- the testbed, reduced ----------------------------------------------------------
 
+// The testbed's options are checked before anything is set up: a bad value is one line
+// and exit status 2, also for the drawn scenarios.
+TEST(Testbed, BadOptionsAreStatus2) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
+#else
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"--random-scenarios x", "--random-scenarios: an integer >= 0"},
+           {"--random-scenarios 2 --seed -1", "--seed: an integer >= 0"},
+           {"--random-scenarios 2 --repeats 0", "--repeats: a positive integer"},
+           {"--random-scenarios 2 --pipeline configs/fidelity/pipeline-2.json", "draws the pipeline and the trace"},
+           {"--families zbv --ranks 3", "--families: needs --ranks 2"}}) {
+    int rc = 0;
+    const std::string out = shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh {} 2>&1", SOURCE_ROOT, args), rc);
+    EXPECT_EQ(rc, 2) << args << "\n" << out;
+    EXPECT_THAT(out, HasSubstr(piece)) << args;
+  }
+#endif
+}
+
 TEST(Testbed, ReducedRunEndToEnd) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
