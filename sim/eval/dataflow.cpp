@@ -454,15 +454,18 @@ class Dataflow {
     return true;
   }
 
-  // When the input of listed op i is known: its ready time; else nullopt (wait).
-  std::optional<double> ready_time(const StageRun& st, std::uint32_t i, const ProgramOp& op, const OpClass& c) const {
-    if (c.in == kNoChannel) return t0_;
-    if (c.in == kLocal) {
-      if (i - st.begin <= op.dep) return std::nullopt;  // ordered after it: never
-      return end_[st.begin + op.dep];
+  // Whether the input of listed op i is known; if so, its ready time in `ready`.
+  bool ready_time(const StageRun& st, std::uint32_t i, const ProgramOp& op, const OpClass& c, double& ready) const {
+    if (c.in < kLocal) {
+      if (channels_[c.in].next <= op.dep) return false;  // its message has not arrived
+      ready = arrival_[channels_[c.in].arrivals + op.dep];
+    } else if (c.in == kLocal) {
+      if (i - st.begin <= op.dep) return false;  // ordered after it: never
+      ready = end_[st.begin + op.dep];
+    } else {
+      ready = t0_;
     }
-    if (channels_[c.in].next <= op.dep) return std::nullopt;  // its message has not arrived
-    return arrival_[channels_[c.in].arrivals + op.dep];
+    return true;
   }
 
   // Evaluates stage s's ops in order until one's input is not known yet.
@@ -474,10 +477,10 @@ class Dataflow {
       const std::uint32_t i = st.next;
       const ProgramOp op = prog_.ops[i];
       const OpClass& c = classes[op.cls];
-      const std::optional<double> ready = ready_time(st, i, op, c);
-      if (!ready) return true;
-      if (dynamic_w_ && !fill_w(s, *ready)) return false;
-      if (!run_op(s, i, c, std::max(st.free, *ready))) return false;
+      double ready;
+      if (!ready_time(st, i, op, c, ready)) return true;
+      if (dynamic_w_ && !fill_w(s, ready)) return false;
+      if (!run_op(s, i, c, std::max(st.free, ready))) return false;
       st.next = i + 1;
       if (c.in < kLocal && prog_.channels[c.in].capacity > 0) {
         consumed_at_[prog_.channels[c.in].first + op.dep] = start_[i];
@@ -513,7 +516,7 @@ class Dataflow {
       const double t_lat = start + pc.latency_s;
       double end = t_lat;
       if (!pc.unlimited) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
-        end = ch.rate.finish(t_lat, prog_.msg_bytes[pc.first + ch.next]);
+        end = ch.rate.finish(t_lat, prog_.message_bytes(pc, ch.next));
         if (end == kNever) return false;
       }
       arrival_[ch.arrivals + ch.next] = end;

@@ -310,7 +310,7 @@ class Engine {
     const double t_lat = now + pc.latency_s;
     double end = t_lat;
     if (!pc.unlimited) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
-      end = ch.rate.finish(t_lat, prog_.msg_bytes[pc.first + ch.next]);
+      end = ch.rate.finish(t_lat, prog_.message_bytes(pc, ch.next));
       if (end == kNever) rate_never(c, now);
     }
     events_.push(end, static_cast<std::uint32_t>(S_) + c);
@@ -326,7 +326,7 @@ class Engine {
       const double ready = op_end_[prog_.stages[pc.sender].begin + prog_.producer[pc.first + ch.next]];
       timeline_.transfers.push_back({static_cast<std::int32_t>(pc.sender), static_cast<std::int32_t>(pc.receiver),
                                      iteration_, op.micro_batch, ready, ch.start, ch.start + pc.latency_s, now,
-                                     prog_.msg_bytes[pc.first + ch.next], op.model_stage, op.phase != Phase::Forward});
+                                     prog_.message_bytes(pc, ch.next), op.model_stage, op.phase != Phase::Forward});
     }
     counts_[prog_.stages[pc.receiver].terms + prog_.msg_term[pc.first + ch.next]] += 1;
     ++ch.next;

@@ -198,6 +198,8 @@ void build_messages(const Scenario& sc, Layout& L, const std::vector<std::vector
     }
     const auto* b = p.msg_bytes.data() + ch.first;
     if (std::all_of(b, b + ch.count, [](double x) { return x == 0; })) ch.unlimited = true;  // latency only
+    ch.uniform = ch.count > 0 && std::all_of(b, b + ch.count, [&](double x) { return x == b[0]; });
+    ch.bytes = ch.uniform ? b[0] : 0.0;
   }
 }
 

@@ -68,6 +68,8 @@ struct ProgramChannel {
   double latency_s;
   std::uint32_t capacity;        // 0: unlimited
   bool unlimited;                // no rate, or no bytes: a transfer takes only the latency
+  bool uniform;                  // every message has `bytes` (so the evaluators need not read msg_bytes)
+  double bytes;
   const ChannelSpec* spec;       // into the scenario's network
 };
 
@@ -96,6 +98,10 @@ struct Program {
   std::uint32_t max_pending_w = 0;   // P (0xffffffff: unlimited)
   int micro_batches = 0;
 
+  // The size of channel c's n-th message.
+  double message_bytes(const ProgramChannel& c, std::uint32_t n) const {
+    return c.uniform ? c.bytes : msg_bytes[c.first + n];
+  }
   // The message (index into producer) an op consumes, or -1 (a local input or none).
   std::int64_t consumed_message(std::uint32_t stage, const ProgramOp& op) const {
     const std::uint32_t c = stages[stage].cls(classes, op).in;
