@@ -1,7 +1,6 @@
 // The replay's plan (calib/replay.h): one candidate of a plan file, its programs indexed.
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <iterator>
 #include <limits>
 #include <utility>
@@ -21,32 +20,14 @@ namespace {
 
 using Kind = planner::ProgramEntry::Kind;
 
-// The path of the plan's input with `role` ("pipeline", "model"): as written (relative to
-// where `plan` ran), else relative to the plan's directory; "" when the plan has none.
-std::string input_path(const std::string& plan_path, const Field& root, std::string_view role) {
-  if (!root.has("inputs")) return {};
-  const Field inputs = root.at("inputs");
-  inputs.require_array();
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const Field e = inputs.at(i);
-    if (e.at("role").string() != role) continue;
-    const std::filesystem::path p = e.at("path").string();
-    if (p.is_absolute() || std::filesystem::exists(p)) return p.string();
-    const auto beside = std::filesystem::path(plan_path).parent_path() / p;
-    if (std::filesystem::exists(beside)) return beside.string();
-    e.at("path").fail(fmt::format("the {} file {} does not exist (nor beside the plan); give --pipeline FILE", role,
-                                  p.string()));
-  }
-  return {};
-}
-
 // The pipeline the plan was made from: --pipeline, the plan's pipeline input, or, for a
 // plan made with `plan --model`, the model cut at the plan's partition bounds (what the
 // planner ran).
 sim::Pipeline planned_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
-  plan.pipeline_source = options.pipeline_path.empty() ? input_path(plan.source, root, "pipeline") : options.pipeline_path;
+  plan.pipeline_source =
+      options.pipeline_path.empty() ? sim::plan_input_path(root, "pipeline", true) : options.pipeline_path;
   if (!plan.pipeline_source.empty()) return sim::load_pipeline(plan.pipeline_source);
-  const std::string model = input_path(plan.source, root, "model");
+  const std::string model = sim::plan_input_path(root, "model", true);
   if (model.empty() || !root.has("partition"))
     root.fail("has no pipeline or model among its inputs (no durations to replay); give --pipeline FILE");
   const Field bounds_field = root.at("partition").at("bounds");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -151,16 +152,26 @@ ScheduleSpec planned_spec(const Field& c) {
 
 namespace {
 
-std::string input_path(const Field& root, std::string_view role) {
-  if (!root.has("inputs")) return {};
-  const Field inputs = root.at("inputs");
+}  // namespace
+
+std::string plan_input_path(const Field& plan, std::string_view role, bool required) {
+  if (!plan.has("inputs")) return {};
+  const Field inputs = plan.at("inputs");
   inputs.require_array();
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (inputs.at(i).at("role").string() == role) return inputs.at(i).at("path").string();
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Field e = inputs.at(i);
+    if (e.at("role").string() != role) continue;
+    const std::filesystem::path p = e.at("path").string();
+    if (p.is_absolute() || std::filesystem::exists(p)) return p.string();
+    const auto beside = std::filesystem::path(plan.file()).parent_path() / p;
+    if (std::filesystem::exists(beside)) return beside.string();
+    if (required)
+      e.at("path").fail(fmt::format("the {} file {} does not exist (nor beside the plan); give --{} FILE", role,
+                                    p.string(), role == "network" ? "network" : "pipeline"));
+    return p.string();
+  }
   return {};
 }
-
-}  // namespace
 
 PlannedRun load_planned_run(const std::string& path, std::optional<int> candidate) {
   const nlohmann::json doc = read_json_file(path);
@@ -185,8 +196,8 @@ PlannedRun load_planned_run(const std::string& path, std::optional<int> candidat
   }
   if (c.has("predicted_iteration_time_s") && !c.at("predicted_iteration_time_s").json().is_null())
     run.predicted_iteration_time_s = c.at("predicted_iteration_time_s").positive();
-  run.pipeline_path = input_path(root, "pipeline");
-  run.network_path = input_path(root, "network");
+  run.pipeline_path = plan_input_path(root, "pipeline");
+  run.network_path = plan_input_path(root, "network");
   return run;
 }
 

@@ -79,6 +79,13 @@ struct PlannedRun {
 // or --candidate for an index out of range.
 PlannedRun load_planned_run(const std::string& path, std::optional<int> candidate);
 
+// The path of a plan's input of `role` ("pipeline", "network", "model"; its `inputs`):
+// as written where that exists from here or is absolute, else beside the plan file when
+// it exists there; "" when the plan has none. A path found in neither place is returned
+// as written, or with `required` refused: InputError naming the field and the option
+// that gives the file instead.
+std::string plan_input_path(const Field& plan, std::string_view role, bool required = false);
+
 // The schedule of a plan's candidate (an element of `candidates`, or `chosen`): its
 // family, k where the family takes one, and the settings of plan/2 (absent in plan/1:
 // their defaults). InputError naming the field for an unknown family or value.

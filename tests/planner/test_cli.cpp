@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -494,6 +495,31 @@ TEST_F(PlanCli, SimulatePlanRunsWhatThePlanEvaluated) {
     EXPECT_THAT(r.err, HasSubstr(piece)) << args;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+}
+
+// A plan moved with its inputs finds them beside itself: `simulate --plan` and the
+// replay resolve an input's relative path from the plan's folder when it does not
+// exist from where they run.
+TEST_F(PlanCli, SimulatePlanFindsItsInputsBesideIt) {
+  const fs::path made = tmp_.path() / "made.json", moved = tmp_.path() / "moved";
+  ASSERT_EQ(run("plan --pipeline " + kToyPipe + " --network " + kHalfSecond + " --output '" + made.string() + "'").rc,
+            0);
+  json doc = json::parse(clirunner::slurp(made));
+  fs::create_directories(moved);
+  for (json& in : doc.at("inputs")) {
+    const fs::path from = in.at("path").get<std::string>();
+    fs::copy_file(from, moved / from.filename());
+    in["path"] = from.filename().string();  // exists beside the moved plan only
+  }
+  std::ofstream(moved / "plan.json") << doc.dump();
+  Outcome r = run("simulate --plan '" + (moved / "plan.json").string() + "' --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("mean_iteration_time_s"), doc.at("chosen").at("predicted_iteration_time_s"));
+  // Missing in both places: the loader names the file.
+  fs::remove(moved / fs::path(doc.at("inputs")[0].at("path").get<std::string>()));
+  r = run("simulate --plan '" + (moved / "plan.json").string() + "' --json");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 // --torch-csv writes the order the chosen plan runs (with dynamic W fill, the evaluated
