@@ -135,7 +135,8 @@ void add_simulate_options(po::options_description& o) {
        "an evaluator above; the numbers are the same")
     ("plan", po::value<std::string>()->value_name("FILE"),
        "run what a plan (adagrouper plan --output) chose: its schedule, k, virtual stages, W fill, b, B and "
-       "evaluation iterations and start; --pipeline and --network default to the plan's inputs")
+       "evaluation iterations and start; --pipeline and --network default to the plan's inputs (beside the "
+       "plan where their relative paths do not exist from here)")
     ("candidate", po::value<int>()->value_name("I"), "with --plan: its candidates[I] instead of the chosen one");
   // clang-format on
   add_schedule_options(o);
