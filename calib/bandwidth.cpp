@@ -29,13 +29,8 @@ int run_bandwidth(const Options& opt, const Mpi& mpi, Watchdog& dog) {
   std::unique_ptr<JsonlWriter> out;
   if (mpi.rank() == 0) {
     out = std::make_unique<JsonlWriter>(opt.output_dir / "bandwidth.jsonl");
-    nlohmann::ordered_json line;
-    line["type"] = "run";
-    line["mode"] = "bandwidth";
+    nlohmann::ordered_json line = run_line("bandwidth", opt, mpi, *be);
     line["ranks"] = mpi.size();
-    line["backend"] = backend_name(opt.backend);
-    line["device"] = be->device();
-    line["host"] = mpi.id().host;
     line["iters"] = opt.iters;
     line["warmup"] = opt.warmup;
     out->write(line);

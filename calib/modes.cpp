@@ -6,6 +6,17 @@
 
 namespace adagrouper::calib {
 
+nlohmann::ordered_json run_line(std::string_view mode, const Options& options, const Mpi& mpi, const Backend& backend) {
+  nlohmann::ordered_json line;
+  line["type"] = "run";
+  line["mode"] = mode;
+  line["rank"] = mpi.rank();
+  line["host"] = mpi.id().host;
+  line["backend"] = backend_name(options.backend);
+  line["device"] = backend.device();
+  return line;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "backend.h"
 #include "options.h"
 #include "runtime.h"
@@ -16,6 +18,10 @@ namespace adagrouper::calib {
 int run_stages(const Options& options, const Mpi& mpi, Watchdog& watchdog);
 int run_p2p(const Options& options, const Mpi& mpi, Watchdog& watchdog);
 int run_bandwidth(const Options& options, const Mpi& mpi, Watchdog& watchdog);
+
+// The first line of a mode's JSON Lines output, what ran where: "type": "run", the mode,
+// this rank, its host, the backend and its device; the mode adds its settings.
+nlohmann::ordered_json run_line(std::string_view mode, const Options& options, const Mpi& mpi, const Backend& backend);
 
 // The median of `v` (the mean of the middle two for an even count); 0 when empty.
 double median(std::vector<double> v);

@@ -177,13 +177,7 @@ Background connect_background(const Options& opt, Backend& be, const Mpi& mpi, c
 }
 
 void write_run_line(const Options& opt, const Mpi& mpi, const Backend& be, JsonlWriter& raw) {
-  nlohmann::ordered_json line;
-  line["type"] = "run";
-  line["mode"] = "p2p";
-  line["rank"] = mpi.rank();
-  line["host"] = mpi.id().host;
-  line["backend"] = backend_name(opt.backend);
-  line["device"] = be.device();
+  nlohmann::ordered_json line = run_line("p2p", opt, mpi, be);
   line["duration_s"] = opt.duration_s;
   line["interval_s"] = opt.interval_s;
   line["transfers_per_channel"] = opt.count;

@@ -218,13 +218,7 @@ StageDescription load_description(const Options& opt, const Mpi& mpi, std::strin
 
 void write_run_line(const Options& opt, const Mpi& mpi, const Backend& be, const StageDescription& d,
                     const std::vector<int>& mine, Lines& out) {
-  nlohmann::ordered_json line;
-  line["type"] = "run";
-  line["mode"] = "stages";
-  line["rank"] = mpi.rank();
-  line["host"] = mpi.id().host;
-  line["backend"] = backend_name(opt.backend);
-  line["device"] = be.device();
+  nlohmann::ordered_json line = run_line("stages", opt, mpi, be);
   line["stages_file"] = opt.stages_file.string();
   line["name"] = d.name;
   line["dtype"] = dtype_name(d.dtype);
