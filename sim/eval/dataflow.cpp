@@ -416,14 +416,8 @@ class Dataflow {
   bool run_op(std::uint32_t s, std::uint32_t i, const OpClass& c, double start) {
     StageRun& st = stages_[s];
     const ProgramStage& ps = prog_.stages[s];
-    const double duration = durations_.has() ? durations_.at(i) : c.nominal;
-    double end;
-    if (ps.unit_speed) {
-      end = start + duration;
-    } else {
-      end = st.speed.finish(start, duration);
-      if (end == kNever) return false;
-    }
+    const double end = op_end(ps, st.speed, start, durations_.of(i, c));
+    if (end == kNever) return false;
     start_[i] = start;
     end_[i] = end;
     st.busy_s += end - start;

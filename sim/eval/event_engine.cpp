@@ -231,14 +231,8 @@ class Engine {
       st.inflight.change(now, 1);
       mem_update(s, now);
     }
-    const double duration = durations_.has() ? durations_.at(index) : c.nominal;
-    double end;
-    if (ps.unit_speed) {
-      end = now + duration;
-    } else {
-      end = st.speed.finish(now, duration);
-      if (end == kNever) speed_never(s, op, now);
-    }
+    const double end = eval::op_end(ps, st.speed, now, durations_.of(index, c));
+    if (end == kNever) speed_never(s, op, now);
     events_.push(end, s);
   }
 

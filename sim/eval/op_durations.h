@@ -1,24 +1,24 @@
 // The durations of one iteration's ops: the profile's, except where the scenario's
-// stage timing trace lists the op. Internal to sim/.
+// stage timing trace lists the op; and when an op ends. Internal to sim/.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "../rate.h"
 #include "program.h"
 
 namespace adagrouper::sim::eval {
 
-// `load(it)` must be called for iterations in increasing order; `has()` tells whether
-// this iteration has any listed op (else use the classes' nominal durations), `at(i)` the
-// duration of op i (index into Program::ops). A timed op the schedule does not run (an I
-// of a schedule that runs B) keeps its nominal duration.
+// `load(it)` must be called for iterations in increasing order; `of(i, c)` is then the
+// duration of op i (index into Program::ops) of class c in that iteration: the trace's
+// where it lists the op, else the class's nominal one. A timed op the schedule does not
+// run (an I of a schedule that runs B) keeps its nominal duration.
 class OpDurations {
  public:
   OpDurations(const Scenario& sc, const Program& prog);
   void load(int iteration);
-  bool has() const { return has_; }
-  double at(std::uint32_t i) const { return duration_[i]; }
+  double of(std::uint32_t i, const OpClass& c) const { return has_ ? duration_[i] : c.nominal; }
 
  private:
   const Scenario& sc_;
@@ -29,5 +29,11 @@ class OpDurations {
   std::vector<double> duration_;
   std::vector<std::uint32_t> index_;  // [(j M + m) 4 + phase]: the op's index in Program::ops, or kUnlisted
 };
+
+// When an op of stage ps that starts at `start` and takes `duration` at nominal speed
+// ends (kNever when the stage's speed stays 0 from then on).
+inline double op_end(const ProgramStage& ps, RateCursor& speed, double start, double duration) {
+  return ps.unit_speed ? start + duration : speed.finish(start, duration);
+}
 
 }  // namespace adagrouper::sim::eval
