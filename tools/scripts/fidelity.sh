@@ -65,12 +65,18 @@
 #                      one is the same without the driver), 2 candidates, 2 measured
 #                      iterations, a short calibration (the largest messages only)
 #   --keep             leave the namespaces in place afterwards
+#   --net-log          at every rate change, snapshot the links' counters (tc -s) and
+#                      TCP's (nstat) 60 ms before it and after it, into netstat-I.txt
+#                      (diagnosis: tools/scripts/fidelity_attribution.py); the snapshots
+#                      take CPU from the driver and delay its changes on a loaded host
 #
 # Outputs in --out: calibration.json and calib/ (its runs), trace-unrolled.csv, and per
 # scenario plan.json, net-plan.json, run-I.json / sim-I.json (measured / predicted
 # summaries of candidate I), run-I.trace.json / sim-I.trace.json (timelines),
 # recorded-I.csv and net-sim-I.json (preempted: the rates the driver applied during
-# candidate I's run, and the network simulated from them), pairs.txt, compare.json and
+# candidate I's run, and the network simulated from them), tc-calls-I.csv and
+# netstat-I.txt (preempted: each tc call's start and end; the qdiscs' and TCP's counters
+# before and after the replay, see --net-log), pairs.txt, compare.json and
 # compare.txt. Exit status: 0 done (whatever the errors are), 77 skipped
 # (no adagrouper-calib, not root, or network namespaces not permitted), 1 failure,
 # 2 bad options.
@@ -79,7 +85,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
-families="" memory_limit="" random_n=0 seed=1 repeats=3
+families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0
 
 die() {
   echo "fidelity.sh: $*" >&2
@@ -152,6 +158,7 @@ run_random_scenarios() {
       "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" \
+        $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
       set -e
@@ -216,6 +223,7 @@ while [ $# -gt 0 ]; do
     --prefix) prefix=${2:-}; shift 2 ;;
     --ci) ci=1; shift ;;
     --keep) keep=1; shift ;;
+    --net-log) net_log=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see tools/scripts/fidelity.sh --help)" ;;
   esac
@@ -320,14 +328,37 @@ fi
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
 # change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight through
 # `tc -n` so that a change takes a few milliseconds.
+# With TC_LOG set (a file), appends "link,dev,start,end" (Unix times of each tc call,
+# from $EPOCHREALTIME: no fork) to it, for the fidelity attribution.
 set_rate() {
-  local bits burst i
+  local bits burst i a
   bits=$(awk -v v="$1" 'BEGIN { printf "%d", v * 8 }')
   burst=$(awk -v v="$1" 'BEGIN { b = int(v / 1000); printf "%d", b < 4096 ? 4096 : b }')
   for ((i = 0; i + 1 < ranks; i++)); do
+    a=$EPOCHREALTIME
     tc -n "${prefix}${i}" qdisc change dev next root tbf rate "${bits}bit" burst "$burst" latency 50ms
+    [ -z "${TC_LOG:-}" ] || echo "$i,next,$a,$EPOCHREALTIME" >>"$TC_LOG"
+    a=$EPOCHREALTIME
     tc -n "${prefix}$((i + 1))" qdisc change dev prev root tbf rate "${bits}bit" burst "$burst" latency 50ms
+    [ -z "${TC_LOG:-}" ] || echo "$i,prev,$a,$EPOCHREALTIME" >>"$TC_LOG"
   done
+}
+
+# net_snapshot FILE LABEL: appends, for every namespace, its qdiscs' counters (tc -s:
+# sent, dropped, overlimits, backlog) and TCP's (nstat: retransmissions, timeouts, loss
+# probes), under a line "## LABEL <Unix time>", for the fidelity attribution.
+net_snapshot() {
+  local f=$1 label=$2 r
+  {
+    echo "## $label $EPOCHREALTIME"
+    for ((r = 0; r < ranks; r++)); do
+      echo "# ns $r qdisc"
+      tc -s -n "${prefix}$r" qdisc show 2>/dev/null | grep -v '^ *$' || true
+      echo "# ns $r nstat"
+      ip netns exec "${prefix}$r" nstat -asz 2>/dev/null |
+        grep -E '^(TcpRetransSegs|TcpExtTCPTimeouts|TcpExtTCPLossProbes|TcpExtTCPLostRetransmit|TcpExtTCPFastRetrans|TcpExtTCPSlowStartRetrans|TcpExtTCPSpuriousRTOs|TcpOutSegs|TcpExtTCPLossProbeRecovery|TcpExtTCPSackRecovery|TcpExtTCPRenoRecovery|TcpExtTCPLossUndo|TcpExtTCPTSReorder) ' || true
+    done
+  } >>"$f"
 }
 
 # --- 1. calibrate ----------------------------------------------------------------
@@ -501,6 +532,16 @@ drive() {
     [[ "$t" =~ ^[0-9] ]] || continue
     now=$(date +%s.%N)
     pause=$(awk -v o="$origin" -v t="$t" -v n="$now" 'BEGIN { w = o + t - n; printf "%.6f", (w > 0 ? w : 0) }')
+    if [ -n "${NET_LOG:-}" ] && [ "$net_log" -eq 1 ]; then
+      # The links' state 60 ms before the change (a snapshot takes a few tc calls).
+      pause=$(awk -v p="$pause" 'BEGIN { w = p - 0.06; printf "%.6f", (w > 0 ? w : 0) }')
+      sleep "$pause" &
+      sleeper=$!
+      wait "$sleeper" || true
+      net_snapshot "$NET_LOG" "before-change $t $v"
+      now=$(date +%s.%N)
+      pause=$(awk -v o="$origin" -v t="$t" -v n="$now" 'BEGIN { w = o + t - n; printf "%.6f", (w > 0 ? w : 0) }')
+    fi
     sleep "$pause" &
     sleeper=$!
     wait "$sleeper" || true
@@ -508,6 +549,7 @@ drive() {
     a=$(date +%s.%N)
     set_rate "$v"
     b=$(date +%s.%N)
+    [ -z "${NET_LOG:-}" ] || [ "$net_log" -eq 0 ] || net_snapshot "$NET_LOG" "after-change $t $v"
     # The first value holds from time 0 (the rate before it is the same, or was set
     # a moment before).
     awk -v o="$origin" -v a="$a" -v b="$b" -v v="$v" -v t="$t" \
@@ -569,7 +611,13 @@ EOF
     if [ "$sc" = preempted ]; then
       set_rate "$(awk -F, 'NR > 1 && $1 ~ /^[0-9]/ { print $2; exit }' "$out/trace-unrolled.csv")"
       origin=$(python3 -c "import time; print(f'{time.time() + $startup_s:.6f}')")
-      drive "$out/trace-unrolled.csv" "$dir/recorded-$i.csv" "$origin" &
+      # The testbed's own record for the attribution (tools/scripts/fidelity_attribution.py):
+      # each tc call's start and end, and the links' and TCP's counters around each change.
+      echo "link,dev,start,end" >"$dir/tc-calls-$i.csv"
+      echo "origin $origin" >"$dir/netstat-$i.txt"
+      net_snapshot "$dir/netstat-$i.txt" "replay-start"
+      TC_LOG="$dir/tc-calls-$i.csv" NET_LOG="$dir/netstat-$i.txt" \
+        drive "$out/trace-unrolled.csv" "$dir/recorded-$i.csv" "$origin" &
       driver_pid=$!
       timing=(--start-at "$origin" --time-origin "$origin")
     fi
@@ -581,6 +629,7 @@ EOF
       kill "$driver_pid" 2>/dev/null || true
       wait "$driver_pid" 2>/dev/null || true
       driver_pid=""
+      net_snapshot "$dir/netstat-$i.txt" "replay-end"
       set_rate "$rate_bytes"
       network "$dir/net-sim-$i.json" trace "$dir/recorded-$i.csv"
     else
