@@ -37,7 +37,10 @@
 #            ranks then hang.)
 #   shaping: `tc qdisc add dev next|prev root tbf rate RATE burst B latency L` on the
 #            sending side of the link; `rate` later uses `tc qdisc change`, so a
-#            preemption driver can change rates in place while traffic flows.
+#            preemption driver can change rates in place while traffic flows. The data
+#            devices take packets of at most 4 KiB (gso_max_size), so that a packet
+#            queued before a change always fits the bucket after it (B >= 4 KiB; a
+#            smaller --burst can stall a link at a change).
 # Needs root (or CAP_NET_ADMIN) and iproute2. At most 250 namespaces.
 set -euo pipefail
 
@@ -188,6 +191,13 @@ do_create() {
     ip -n "$b" link set "${prefix}b${i}" name prev
     ip -n "$a" addr add "10.77.$((i + 1)).1/24" dev next
     ip -n "$b" addr add "10.77.$((i + 1)).2/24" dev prev
+    # Packets of at most 4 KiB on the shaped devices (TCP's segmentation offload builds
+    # them up to 64 KiB): tbf checks a packet against its bucket when it is queued, and
+    # one queued under a larger bucket that `rate` later shrinks below it never leaves
+    # (the link passes nothing until the bucket grows again). 4 KiB is the smallest
+    # bucket `rate` sets (docs/fidelity.md, "Rate changes that stalled a link").
+    ip -n "$a" link set next gso_max_size 4096 gro_max_size 4096
+    ip -n "$b" link set prev gso_max_size 4096 gro_max_size 4096
     ip -n "$a" link set next up
     ip -n "$b" link set prev up
   done
