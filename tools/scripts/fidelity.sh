@@ -325,6 +325,24 @@ fi
 "$adagrouper" trace slice --spec "$trace_spec" --start-time 0 --end-time 3600 --output-format csv \
   --output "$out/trace-unrolled.csv" >/dev/null
 
+# The largest packet the shaped devices take: TCP's offload builds packets of up to 64 KiB,
+# and tbf checks a packet against its bucket (burst) when it queues it; a packet queued
+# under a larger bucket than a later change sets never leaves, and the link stalls until
+# the next change (docs/fidelity.md, "Rate changes that stalled a link"). So packets of at
+# most the smallest bucket the run sets (95% of it in whole 1514-byte frames, as TCP
+# counts a packet of n segments: n x (1448 + 66) bytes on the link).
+gso_bytes=$(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" <<'EOF'
+import csv, sys
+vals = [float(sys.argv[2])]
+if sys.argv[3] != "constant":
+    vals += [float(r[1]) for r in csv.reader(open(sys.argv[1])) if r and r[0][:1].isdigit()]
+burst = max(4096, int(min(v for v in vals if v > 0) / 1000))
+segs = max(1, int(0.95 * burst / 1514))
+print(segs * 1448 + 321)
+EOF
+)
+"${netns[@]}" gso "$gso_bytes"
+
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
 # change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight through
 # `tc -n` so that a change takes a few milliseconds.

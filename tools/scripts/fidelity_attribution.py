@@ -30,6 +30,7 @@ Example:
   tools/scripts/fidelity_attribution.py /tmp/fid/random-0/run-3 --candidate 4
   tools/scripts/fidelity_attribution.py /tmp/fid/random-0/run-3/preempted --label 'kfkb k=2 b=1'
   tools/scripts/fidelity_attribution.py DIR --all --summary     # every candidate, summaries only
+  tools/scripts/fidelity_attribution.py OUT --tree               # a --random-scenarios output: a table
 """
 import argparse
 import bisect
@@ -253,6 +254,17 @@ def analyse(d, idx, label, args):
             if md - sd > args.op_stall_ms * 1e-3 and md > stall_r * sd:
                 op_stalls.append((key, ms, md, sd, near(ms, ms + md)))
 
+    # CPU: how much longer the compute ops ran than the profile says (ranks sharing cores,
+    # the driver, other work on the host), per iteration summed over the ops.
+    op_excess = [0.0] * n
+    ratios = []
+    for key, (ms, md) in mo.items():
+        if key in so and so[key][1] > 0:
+            ratios.append(md / so[key][1])
+            k = min(max(bisect.bisect_right(mb, ms) - 1, 0), n - 1)
+            op_excess[k] += md - so[key][1]
+    ratios.sort()
+
     def it_of(t):
         return min(max(bisect.bisect_right(mb, t) - 1, 0), n - 1)
 
@@ -314,6 +326,10 @@ def analyse(d, idx, label, args):
         where = (f"{1e3 * dist:.0f} ms from the {'fall' if c[2] < c[1] else 'rise'} at {c[0]:.3f}" if c else "no change")
         print(f"    {ms:8.3f}  {key[0]:12} it{key[1]:<3d} {1e3 * md:7.1f} ms, expected {1e3 * model:6.1f} ms "
               f"(+{1e3 * (md - model):.0f} ms); {where}{after}")
+    if ratios:
+        print(f"  compute ops: measured / simulated duration median {ratios[len(ratios) // 2]:.3f}, "
+              f"90th percentile {ratios[int(0.9 * (len(ratios) - 1))]:.3f}; ops' excess per iteration "
+              f"(all stages) median {1e3 * sorted(op_excess)[n // 2]:.1f} ms, max {1e3 * max(op_excess):.1f} ms")
     print(f"  stalled ops (measured > {stall_r:g} x simulated and > +{args.op_stall_ms:g} ms): {len(op_stalls)}")
     for (stage, name, it), ms, md, sd, (dist, c) in sorted(op_stalls, key=lambda x: x[1])[: args.max_ops]:
         where = f"{1e3 * dist:.0f} ms from a change" if c else "no change"
@@ -410,10 +426,44 @@ def analyse(d, idx, label, args):
         res["classes"][c] = {"iterations": len(ks), "mape_free_pct": sf, "mape_aligned_pct": sa}
         print(f"    {c:26} {len(ks):10d}  {sf:11.2f}%  {sa:6.2f}%  {1e3 * ex:8.0f} ms")
     res["stalled_transfers"] = len(stalls)
+    res["op_ratio_median"] = ratios[len(ratios) // 2] if ratios else None
+    res["op_ratio_p90"] = ratios[int(0.9 * (len(ratios) - 1))] if ratios else None
     res["stalls_at_change"] = sum(r[7] <= args.near_ms * 1e-3 for r in stalls)
     res["testbed"] = testbed
     print()
     return res
+
+
+def tree(root, args):
+    """Every candidate of every run under a --random-scenarios output directory: one line each."""
+    import contextlib
+    import glob
+    import io
+    dirs = sorted(glob.glob(os.path.join(root, "random-*", "run-*", "preempted")),
+                  key=lambda p: [int(x) for x in re.findall(r"-(\d+)", p)[-2:]])
+    if not dirs:
+        sys.exit(f"fidelity_attribution.py: no random-*/run-*/preempted under {root}")
+    out = []
+    print("| scenario | run | candidate | MAPE free | MAPE aligned | stalled transfers (at a change) | "
+          "aligned MAPE of iterations with a stall at a change | of the others | tc span median | "
+          "qdisc drops | TCP retrans. / timeouts | ops measured/simulated (median, p90) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for d in dirs:
+        sc, rn = re.findall(r"random-(\d+)", d)[-1], re.findall(r"run-(\d+)", d)[-1]
+        for i, label in candidates(d):
+            with contextlib.redirect_stdout(io.StringIO()):
+                r = analyse(d, i, label, args)
+            c = r["classes"]
+            st = c["stall at a rate change"]["mape_aligned_pct"]
+            tb = r["testbed"]
+            span = f"{tb['tc_span_median_ms']:.0f} ms" if tb.get("tc_span_median_ms") is not None else "-"
+            print(f"| {sc} | {rn} | {label} | {r['mape_free_pct']:.2f}% | {r['mape_aligned_pct']:.2f}% | "
+                  f"{r['stalled_transfers']} ({r['stalls_at_change']}) | {st:.2f}% | {r['mape_aligned_pct'] - st:.2f}% | "
+                  f"{span} | {tb.get('qdisc dropped', '-')} | {tb.get('TcpRetransSegs', '-')} / "
+                  f"{tb.get('TcpExtTCPTimeouts', '-')} | {r['op_ratio_median']:.3f}, {r['op_ratio_p90']:.3f} |")
+            r["scenario"], r["run"] = int(sc), int(rn)
+            out.append(r)
+    return out
 
 
 def main():
@@ -423,6 +473,8 @@ def main():
     g.add_argument("--candidate", type=int, help="the candidate's index (run-I.json)")
     g.add_argument("--label", help="the candidate's label as compare.txt prints it, e.g. 'kfkb k=2 b=1'")
     g.add_argument("--all", action="store_true", help="every replayed candidate")
+    g.add_argument("--tree", action="store_true",
+                   help="DIR is a --random-scenarios output: one table line per candidate and run")
     ap.add_argument("--summary", action="store_true", help="leave out the per-transfer table")
     ap.add_argument("--near-only", action="store_true", help="per-transfer table: only transfers near a change")
     ap.add_argument("--near-ms", type=float, default=50, help="'near a change': within this many ms (default 50)")
@@ -432,6 +484,12 @@ def main():
     ap.add_argument("--max-ops", type=int, default=20, help="stalled ops printed at most (20)")
     ap.add_argument("--json", help="also write the summaries (attribution, counters) to this file")
     args = ap.parse_args()
+    if args.tree:
+        out = tree(args.dir, args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1)
+        return
     d = scenario_dir(args.dir)
     cands = candidates(d)
     if args.candidate is not None:

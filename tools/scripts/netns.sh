@@ -12,6 +12,9 @@
 #                                                  RATE is tc's (200mbit, 1gbit) or `none`;
 #                                                  run again to change the rate in place
 #   tools/scripts/netns.sh [--prefix P] rate-all RATE [...]   the same for every link
+#   tools/scripts/netns.sh [--prefix P] gso BYTES          the largest packet the data devices
+#                                                  take (gso_max_size, default 4096): at
+#                                                  most the smallest tbf bucket to be set
 #   tools/scripts/netns.sh [--prefix P] exec R CMD ...     run CMD in namespace P<R>
 #   tools/scripts/netns.sh [--prefix P] mpirun -np N [MPIRUN-OPTION ...] -- PROGRAM [ARG ...]
 #                                                  mpirun with rank r in namespace P<r>
@@ -333,6 +336,15 @@ case "$cmd" in
     shift
     exec ip netns exec "${prefix}${r}" "$@"
     ;;
+  gso)
+    [ $# -ge 1 ] && [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1500 ] && [ "$1" -le 65536 ] ||
+      die "gso: give BYTES, 1500 .. 65536 (the largest packet the shaped devices take)"
+    n=$(need_ns)
+    for ((i = 0; i + 1 < n; i++)); do
+      ip -n "${prefix}${i}" link set next gso_max_size "$1" gro_max_size "$1"
+      ip -n "${prefix}$((i + 1))" link set prev gso_max_size "$1" gro_max_size "$1"
+    done
+    ;;
   mpirun) do_mpirun "$@" ;;
   rank-exec) do_rank_exec "$@" ;;
   status)
@@ -343,5 +355,5 @@ case "$cmd" in
     done
     ;;
   help | -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" ;;
-  *) die "unknown command '$cmd' (check, create, destroy, rate, rate-all, exec, mpirun, status)" ;;
+  *) die "unknown command '$cmd' (check, create, destroy, rate, rate-all, gso, exec, mpirun, status)" ;;
 esac
