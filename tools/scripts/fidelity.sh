@@ -501,10 +501,11 @@ for lv in json.load(open(sys.argv[1]))["levels"]:
               f"latency {1e6 * ch['latency_s']:.0f} us, {ch['samples']} transfers")
 EOF
 
-# network FILE KIND [RATES_CSV]: a network file with the calibrated channels. KIND
-# constant: each channel's effective rate at the constant shaped rate; trace: RATES_CSV
-# (time_s,shaped bytes/s) with every value times the channel's efficiency at that rate,
-# written beside FILE as FILE-F-T.csv.
+# network FILE KIND [RATES_CSV [per-channel]]: a network file with the calibrated
+# channels. KIND constant: each channel's effective rate at the constant shaped rate;
+# trace: RATES_CSV (time_s,shaped bytes/s; with per-channel, RATES_CSV-F-T.csv for
+# channel F->T where it exists) with every value times the channel's efficiency at that
+# rate, written beside FILE as FILE-F-T.csv.
 network() {
   python3 - "$out/calibration.json" "$rate_bytes" "$@" <<'EOF'
 import csv, json, os, sys
@@ -523,7 +524,10 @@ for i, ch in enumerate(top["channels"]):
     if kind == "constant":
         rate = {"constant": nominal * efficiency(i, nominal)}
     else:
-        rows = [r for r in csv.reader(open(sys.argv[5])) if r and r[0][:1].isdigit()]
+        # The channel's own record of when its link changed, where there is one.
+        own = f"{sys.argv[5][:-4]}-{ch['from']}-{ch['to']}.csv"
+        src = own if len(sys.argv) > 6 and sys.argv[6] == "per-channel" and os.path.exists(own) else sys.argv[5]
+        rows = [r for r in csv.reader(open(src)) if r and r[0][:1].isdigit()]
         name = f"{os.path.basename(path)[:-5]}-{ch['from']}-{ch['to']}.csv"
         with open(os.path.join(os.path.dirname(path), name), "w") as f:
             f.write("time_s,value\n")
@@ -581,6 +585,34 @@ drive() {
   sleep 100000 &
   sleeper=$!
   wait "$sleeper" || true
+}
+
+# per_channel RECORDED TC_CALLS ORIGIN: beside RECORDED (time_s,value: the driver's
+# changes, each at the middle of its tc calls), RECORDED-F-T.csv per channel F->T with
+# each change at the end of the tc call that changed the sending side of its link (the
+# calls come in the order of set_rate, one group per row of RECORDED).
+per_channel() {
+  python3 - "$@" <<'EOF'
+import csv, sys
+rec_path, calls_path, origin = sys.argv[1], sys.argv[2], float(sys.argv[3])
+rec = [r for r in csv.reader(open(rec_path)) if r and r[0][:1].isdigit()]
+calls = list(csv.DictReader(open(calls_path)))
+per = 2 * len({c["link"] for c in calls}) if calls else 0
+if not per or len(calls) < per * len(rec):
+    sys.exit(0)  # an incomplete record: the simulation uses RECORDED for every channel
+chans = {}
+for k, (t, v) in enumerate(rec):
+    for c in calls[k * per:(k + 1) * per]:
+        link = int(c["link"])
+        f, to = (link, link + 1) if c["dev"] == "next" else (link + 1, link)
+        when = 0.0 if float(t) == 0 else max(float(c["end"]) - origin, 0.0)
+        chans.setdefault((f, to), []).append((when, v))
+for (f, to), rows in chans.items():
+    with open(f"{rec_path[:-4]}-{f}-{to}.csv", "w") as out:
+        out.write("time_s,value\n")
+        for when, v in rows:
+            out.write(f"{when:.6f},{v}\n")
+EOF
 }
 
 run_scenario() {
@@ -654,7 +686,11 @@ EOF
       driver_pid=""
       net_snapshot "$dir/netstat-$i.txt" "replay-end"
       set_rate "$rate_bytes"
-      network "$dir/net-sim-$i.json" trace "$dir/recorded-$i.csv"
+      # Each channel changes when the tc call on its link's sending side ended (the
+      # middle of all of a change's calls, recorded-I.csv, is up to half their span off
+      # for the first and last link).
+      per_channel "$dir/recorded-$i.csv" "$dir/tc-calls-$i.csv" "$origin"
+      network "$dir/net-sim-$i.json" trace "$dir/recorded-$i.csv" per-channel
     else
       cp "$dir/net-plan.json" "$dir/net-sim-$i.json"
     fi
