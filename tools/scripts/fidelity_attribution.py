@@ -426,6 +426,8 @@ def analyse(d, idx, label, args):
         res["classes"][c] = {"iterations": len(ks), "mape_free_pct": sf, "mape_aligned_pct": sa}
         print(f"    {c:26} {len(ks):10d}  {sf:11.2f}%  {sa:6.2f}%  {1e3 * ex:8.0f} ms")
     res["stalled_transfers"] = len(stalls)
+    res["stalls"] = [{"transfer": r[0][0], "iteration": r[0][1], "start_s": r[2], "measured_s": r[3],
+                      "expected_s": r[5], "near_change_s": r[7] if r[8] else None} for r in stalls]
     res["op_ratio_median"] = ratios[len(ratios) // 2] if ratios else None
     res["op_ratio_p90"] = ratios[int(0.9 * (len(ratios) - 1))] if ratios else None
     res["stalls_at_change"] = sum(r[7] <= args.near_ms * 1e-3 for r in stalls)
