@@ -341,7 +341,8 @@ segs = max(1, int(0.95 * burst / 1514))
 print(segs * 1448 + 321)
 EOF
 )
-"${netns[@]}" gso "$gso_bytes"
+"${netns[@]}" gso "$gso_bytes" ||
+  echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
 # change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight through
