@@ -31,6 +31,7 @@ Example:
   tools/scripts/fidelity_attribution.py /tmp/fid/random-0/run-3/preempted --label 'kfkb k=2 b=1'
   tools/scripts/fidelity_attribution.py DIR --all --summary     # every candidate, summaries only
   tools/scripts/fidelity_attribution.py OUT --tree               # a --random-scenarios output: a table
+  tools/scripts/fidelity_attribution.py OUT --levels             # ... its error by rate level
 """
 import argparse
 import bisect
@@ -468,6 +469,33 @@ def tree(root, args):
     return out
 
 
+def levels(root):
+    """Per scenario of a --random-scenarios output: the aligned error of the iterations that lie
+    entirely at the trace's lowest rate, entirely at another rate, and across a change."""
+    import glob
+    import statistics
+    res = {}
+    for d in sorted(glob.glob(os.path.join(root, "random-*", "run-*", "preempted"))):
+        sc = int(re.findall(r"random-(\d+)", d)[-1])
+        for i, _ in candidates(d):
+            al_path = os.path.join(d, f"sim-aligned-{i}.json")
+            if not os.path.exists(al_path):
+                continue
+            run, al = load_json(os.path.join(d, f"run-{i}.json")), load_json(al_path)
+            rec = read_rates(os.path.join(d, f"recorded-{i}.csv"))
+            low, t = min(v for _, v in rec), run["start_time_s"]
+            for m, a in zip(run["iteration_times_s"], al["iteration_times_s"]):
+                inside = [v for ct, v in rec if t < ct < t + m]
+                at = [v for ct, v in rec if ct <= t][-1]
+                k = "across a change" if inside else ("at the lowest rate" if at == low else "at a higher rate")
+                res.setdefault((sc, k), []).append((a - m) / m)
+                t += m
+    print("| scenario | iterations | count | mean signed error (aligned; - = slower than predicted) | mean absolute |")
+    print("|---|---|---|---|---|")
+    for (sc, k), v in sorted(res.items()):
+        print(f"| {sc} | {k} | {len(v)} | {100 * statistics.mean(v):+.2f}% | {100 * statistics.mean(abs(x) for x in v):.2f}% |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", help="a fidelity.sh scenario directory (preempted/, or the run directory above it)")
@@ -477,6 +505,9 @@ def main():
     g.add_argument("--all", action="store_true", help="every replayed candidate")
     g.add_argument("--tree", action="store_true",
                    help="DIR is a --random-scenarios output: one table line per candidate and run")
+    g.add_argument("--levels", action="store_true",
+                   help="DIR is a --random-scenarios output: per scenario, the aligned error of the iterations at "
+                        "the lowest rate, at a higher one, and across a change")
     ap.add_argument("--summary", action="store_true", help="leave out the per-transfer table")
     ap.add_argument("--near-only", action="store_true", help="per-transfer table: only transfers near a change")
     ap.add_argument("--near-ms", type=float, default=50, help="'near a change': within this many ms (default 50)")
@@ -486,6 +517,9 @@ def main():
     ap.add_argument("--max-ops", type=int, default=20, help="stalled ops printed at most (20)")
     ap.add_argument("--json", help="also write the summaries (attribution, counters) to this file")
     args = ap.parse_args()
+    if args.levels:
+        levels(args.dir)
+        return
     if args.tree:
         out = tree(args.dir, args)
         if args.json:
