@@ -442,7 +442,9 @@ def tree(root, args):
     import contextlib
     import glob
     import io
-    dirs = sorted(glob.glob(os.path.join(root, "random-*", "run-*", "preempted")),
+    # Runs that did not finish (no pairs.txt) are left out.
+    dirs = sorted((p for p in glob.glob(os.path.join(root, "random-*", "run-*", "preempted"))
+                   if os.path.exists(os.path.join(p, "pairs.txt")) and os.path.exists(os.path.join(p, "compare.json"))),
                   key=lambda p: [int(x) for x in re.findall(r"-(\d+)", p)[-2:]])
     if not dirs:
         sys.exit(f"fidelity_attribution.py: no random-*/run-*/preempted under {root}")
@@ -476,6 +478,8 @@ def levels(root):
     import statistics
     res = {}
     for d in sorted(glob.glob(os.path.join(root, "random-*", "run-*", "preempted"))):
+        if not os.path.exists(os.path.join(d, "pairs.txt")):
+            continue  # a run that did not finish
         sc = int(re.findall(r"random-(\d+)", d)[-1])
         for i, _ in candidates(d):
             al_path = os.path.join(d, f"sim-aligned-{i}.json")
