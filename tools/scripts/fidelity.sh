@@ -65,12 +65,18 @@
 #                      one is the same without the driver), 2 candidates, 2 measured
 #                      iterations, a short calibration (the largest messages only)
 #   --keep             leave the namespaces in place afterwards
+#   --net-log          at every rate change, snapshot the links' counters (tc -s) and
+#                      TCP's (nstat) 60 ms before it and after it, into netstat-I.txt
+#                      (diagnosis: tools/scripts/fidelity_attribution.py); the snapshots
+#                      take CPU from the driver and delay its changes on a loaded host
 #
 # Outputs in --out: calibration.json and calib/ (its runs), trace-unrolled.csv, and per
 # scenario plan.json, net-plan.json, run-I.json / sim-I.json (measured / predicted
 # summaries of candidate I), run-I.trace.json / sim-I.trace.json (timelines),
 # recorded-I.csv and net-sim-I.json (preempted: the rates the driver applied during
-# candidate I's run, and the network simulated from them), pairs.txt, compare.json and
+# candidate I's run, and the network simulated from them), tc-calls-I.csv and
+# netstat-I.txt (preempted: each tc call's start and end; the qdiscs' and TCP's counters
+# before and after the replay, see --net-log), pairs.txt, compare.json and
 # compare.txt. Exit status: 0 done (whatever the errors are), 77 skipped
 # (no adagrouper-calib, not root, or network namespaces not permitted), 1 failure,
 # 2 bad options.
@@ -79,7 +85,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
-families="" memory_limit="" random_n=0 seed=1 repeats=3
+families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0
 
 die() {
   echo "fidelity.sh: $*" >&2
@@ -152,6 +158,7 @@ run_random_scenarios() {
       "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" \
+        $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
       set -e
@@ -216,6 +223,7 @@ while [ $# -gt 0 ]; do
     --prefix) prefix=${2:-}; shift 2 ;;
     --ci) ci=1; shift ;;
     --keep) keep=1; shift ;;
+    --net-log) net_log=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see tools/scripts/fidelity.sh --help)" ;;
   esac
@@ -317,17 +325,59 @@ fi
 "$adagrouper" trace slice --spec "$trace_spec" --start-time 0 --end-time 3600 --output-format csv \
   --output "$out/trace-unrolled.csv" >/dev/null
 
+# The largest packet the shaped devices take: TCP's offload builds packets of up to 64 KiB,
+# and tbf checks a packet against its bucket (burst) when it queues it; a packet queued
+# under a larger bucket than a later change sets never leaves, and the link stalls until
+# the next change (docs/fidelity.md, "Rate changes that stalled a link"). So packets of at
+# most the smallest bucket the run sets (95% of it in whole 1514-byte frames, as TCP
+# counts a packet of n segments: n x (1448 + 66) bytes on the link).
+gso_bytes=$(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" <<'EOF'
+import csv, sys
+vals = [float(sys.argv[2])]
+if sys.argv[3] != "constant":
+    vals += [float(r[1]) for r in csv.reader(open(sys.argv[1])) if r and r[0][:1].isdigit()]
+burst = max(4096, int(min(v for v in vals if v > 0) / 1000))
+segs = max(1, int(0.95 * burst / 1514))
+print(segs * 1448 + 321)
+EOF
+)
+"${netns[@]}" gso "$gso_bytes" ||
+  echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
+
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
 # change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight through
 # `tc -n` so that a change takes a few milliseconds.
+# With TC_LOG set (a file), appends "link,dev,start,end" (Unix times of each tc call,
+# from $EPOCHREALTIME: no fork) to it, for the fidelity attribution.
 set_rate() {
-  local bits burst i
+  local bits burst i a
   bits=$(awk -v v="$1" 'BEGIN { printf "%d", v * 8 }')
   burst=$(awk -v v="$1" 'BEGIN { b = int(v / 1000); printf "%d", b < 4096 ? 4096 : b }')
   for ((i = 0; i + 1 < ranks; i++)); do
+    a=$EPOCHREALTIME
     tc -n "${prefix}${i}" qdisc change dev next root tbf rate "${bits}bit" burst "$burst" latency 50ms
+    [ -z "${TC_LOG:-}" ] || echo "$i,next,$a,$EPOCHREALTIME" >>"$TC_LOG"
+    a=$EPOCHREALTIME
     tc -n "${prefix}$((i + 1))" qdisc change dev prev root tbf rate "${bits}bit" burst "$burst" latency 50ms
+    [ -z "${TC_LOG:-}" ] || echo "$i,prev,$a,$EPOCHREALTIME" >>"$TC_LOG"
   done
+}
+
+# net_snapshot FILE LABEL: appends, for every namespace, its qdiscs' counters (tc -s:
+# sent, dropped, overlimits, backlog) and TCP's (nstat: retransmissions, timeouts, loss
+# probes), under a line "## LABEL <Unix time>", for the fidelity attribution.
+net_snapshot() {
+  local f=$1 label=$2 r
+  {
+    echo "## $label $EPOCHREALTIME"
+    for ((r = 0; r < ranks; r++)); do
+      echo "# ns $r qdisc"
+      tc -s -n "${prefix}$r" qdisc show 2>/dev/null | grep -v '^ *$' || true
+      echo "# ns $r nstat"
+      ip netns exec "${prefix}$r" nstat -asz 2>/dev/null |
+        grep -E '^(TcpRetransSegs|TcpExtTCPTimeouts|TcpExtTCPLossProbes|TcpExtTCPLostRetransmit|TcpExtTCPFastRetrans|TcpExtTCPSlowStartRetrans|TcpExtTCPSpuriousRTOs|TcpOutSegs|TcpExtTCPLossProbeRecovery|TcpExtTCPSackRecovery|TcpExtTCPRenoRecovery|TcpExtTCPLossUndo|TcpExtTCPTSReorder) ' || true
+    done
+  } >>"$f"
 }
 
 # --- 1. calibrate ----------------------------------------------------------------
@@ -452,10 +502,11 @@ for lv in json.load(open(sys.argv[1]))["levels"]:
               f"latency {1e6 * ch['latency_s']:.0f} us, {ch['samples']} transfers")
 EOF
 
-# network FILE KIND [RATES_CSV]: a network file with the calibrated channels. KIND
-# constant: each channel's effective rate at the constant shaped rate; trace: RATES_CSV
-# (time_s,shaped bytes/s) with every value times the channel's efficiency at that rate,
-# written beside FILE as FILE-F-T.csv.
+# network FILE KIND [RATES_CSV [per-channel]]: a network file with the calibrated
+# channels. KIND constant: each channel's effective rate at the constant shaped rate;
+# trace: RATES_CSV (time_s,shaped bytes/s; with per-channel, RATES_CSV-F-T.csv for
+# channel F->T where it exists) with every value times the channel's efficiency at that
+# rate, written beside FILE as FILE-F-T.csv.
 network() {
   python3 - "$out/calibration.json" "$rate_bytes" "$@" <<'EOF'
 import csv, json, os, sys
@@ -474,7 +525,10 @@ for i, ch in enumerate(top["channels"]):
     if kind == "constant":
         rate = {"constant": nominal * efficiency(i, nominal)}
     else:
-        rows = [r for r in csv.reader(open(sys.argv[5])) if r and r[0][:1].isdigit()]
+        # The channel's own record of when its link changed, where there is one.
+        own = f"{sys.argv[5][:-4]}-{ch['from']}-{ch['to']}.csv"
+        src = own if len(sys.argv) > 6 and sys.argv[6] == "per-channel" and os.path.exists(own) else sys.argv[5]
+        rows = [r for r in csv.reader(open(src)) if r and r[0][:1].isdigit()]
         name = f"{os.path.basename(path)[:-5]}-{ch['from']}-{ch['to']}.csv"
         with open(os.path.join(os.path.dirname(path), name), "w") as f:
             f.write("time_s,value\n")
@@ -494,6 +548,11 @@ EOF
 # to LOG when each change took effect (the middle of its tc calls, from ORIGIN).
 drive() {
   local unrolled=$1 log=$2 origin=$3 t v now pause a b sleeper=""
+  # Above the ranks (nice -10 or SCHED_FIFO 10): on a loaded host, a driver at the
+  # default priority waited tens of ms for a core between its tc calls, and a change
+  # took effect on the links one after the other over 30 to 80 ms (docs/fidelity.md).
+  # It sleeps between changes, so SCHED_FIFO takes no core from the ranks for long.
+  chrt -f -p 20 "$BASHPID" >/dev/null 2>&1 || renice -n -15 -p "$BASHPID" >/dev/null 2>&1 || true
   # Stop between tc changes, never in the middle of one.
   trap '[ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; exit 0' TERM
   echo "time_s,value" >"$log"
@@ -501,6 +560,16 @@ drive() {
     [[ "$t" =~ ^[0-9] ]] || continue
     now=$(date +%s.%N)
     pause=$(awk -v o="$origin" -v t="$t" -v n="$now" 'BEGIN { w = o + t - n; printf "%.6f", (w > 0 ? w : 0) }')
+    if [ -n "${NET_LOG:-}" ] && [ "$net_log" -eq 1 ]; then
+      # The links' state 60 ms before the change (a snapshot takes a few tc calls).
+      pause=$(awk -v p="$pause" 'BEGIN { w = p - 0.06; printf "%.6f", (w > 0 ? w : 0) }')
+      sleep "$pause" &
+      sleeper=$!
+      wait "$sleeper" || true
+      net_snapshot "$NET_LOG" "before-change $t $v"
+      now=$(date +%s.%N)
+      pause=$(awk -v o="$origin" -v t="$t" -v n="$now" 'BEGIN { w = o + t - n; printf "%.6f", (w > 0 ? w : 0) }')
+    fi
     sleep "$pause" &
     sleeper=$!
     wait "$sleeper" || true
@@ -508,6 +577,7 @@ drive() {
     a=$(date +%s.%N)
     set_rate "$v"
     b=$(date +%s.%N)
+    [ -z "${NET_LOG:-}" ] || [ "$net_log" -eq 0 ] || net_snapshot "$NET_LOG" "after-change $t $v"
     # The first value holds from time 0 (the rate before it is the same, or was set
     # a moment before).
     awk -v o="$origin" -v a="$a" -v b="$b" -v v="$v" -v t="$t" \
@@ -516,6 +586,34 @@ drive() {
   sleep 100000 &
   sleeper=$!
   wait "$sleeper" || true
+}
+
+# per_channel RECORDED TC_CALLS ORIGIN: beside RECORDED (time_s,value: the driver's
+# changes, each at the middle of its tc calls), RECORDED-F-T.csv per channel F->T with
+# each change at the end of the tc call that changed the sending side of its link (the
+# calls come in the order of set_rate, one group per row of RECORDED).
+per_channel() {
+  python3 - "$@" <<'EOF'
+import csv, sys
+rec_path, calls_path, origin = sys.argv[1], sys.argv[2], float(sys.argv[3])
+rec = [r for r in csv.reader(open(rec_path)) if r and r[0][:1].isdigit()]
+calls = list(csv.DictReader(open(calls_path)))
+per = 2 * len({c["link"] for c in calls}) if calls else 0
+if not per or len(calls) < per * len(rec):
+    sys.exit(0)  # an incomplete record: the simulation uses RECORDED for every channel
+chans = {}
+for k, (t, v) in enumerate(rec):
+    for c in calls[k * per:(k + 1) * per]:
+        link = int(c["link"])
+        f, to = (link, link + 1) if c["dev"] == "next" else (link + 1, link)
+        when = 0.0 if float(t) == 0 else max(float(c["end"]) - origin, 0.0)
+        chans.setdefault((f, to), []).append((when, v))
+for (f, to), rows in chans.items():
+    with open(f"{rec_path[:-4]}-{f}-{to}.csv", "w") as out:
+        out.write("time_s,value\n")
+        for when, v in rows:
+            out.write(f"{when:.6f},{v}\n")
+EOF
 }
 
 run_scenario() {
@@ -569,7 +667,13 @@ EOF
     if [ "$sc" = preempted ]; then
       set_rate "$(awk -F, 'NR > 1 && $1 ~ /^[0-9]/ { print $2; exit }' "$out/trace-unrolled.csv")"
       origin=$(python3 -c "import time; print(f'{time.time() + $startup_s:.6f}')")
-      drive "$out/trace-unrolled.csv" "$dir/recorded-$i.csv" "$origin" &
+      # The testbed's own record for the attribution (tools/scripts/fidelity_attribution.py):
+      # each tc call's start and end, and the links' and TCP's counters around each change.
+      echo "link,dev,start,end" >"$dir/tc-calls-$i.csv"
+      echo "origin $origin" >"$dir/netstat-$i.txt"
+      net_snapshot "$dir/netstat-$i.txt" "replay-start"
+      TC_LOG="$dir/tc-calls-$i.csv" NET_LOG="$dir/netstat-$i.txt" \
+        drive "$out/trace-unrolled.csv" "$dir/recorded-$i.csv" "$origin" &
       driver_pid=$!
       timing=(--start-at "$origin" --time-origin "$origin")
     fi
@@ -581,8 +685,13 @@ EOF
       kill "$driver_pid" 2>/dev/null || true
       wait "$driver_pid" 2>/dev/null || true
       driver_pid=""
+      net_snapshot "$dir/netstat-$i.txt" "replay-end"
       set_rate "$rate_bytes"
-      network "$dir/net-sim-$i.json" trace "$dir/recorded-$i.csv"
+      # Each channel changes when the tc call on its link's sending side ended (the
+      # middle of all of a change's calls, recorded-I.csv, is up to half their span off
+      # for the first and last link).
+      per_channel "$dir/recorded-$i.csv" "$dir/tc-calls-$i.csv" "$origin"
+      network "$dir/net-sim-$i.json" trace "$dir/recorded-$i.csv" per-channel
     else
       cp "$dir/net-plan.json" "$dir/net-sim-$i.json"
     fi

@@ -12,6 +12,9 @@
 #                                                  RATE is tc's (200mbit, 1gbit) or `none`;
 #                                                  run again to change the rate in place
 #   tools/scripts/netns.sh [--prefix P] rate-all RATE [...]   the same for every link
+#   tools/scripts/netns.sh [--prefix P] gso BYTES          the largest packet the data devices
+#                                                  take (gso_max_size, default 4096): at
+#                                                  most the smallest tbf bucket to be set
 #   tools/scripts/netns.sh [--prefix P] exec R CMD ...     run CMD in namespace P<R>
 #   tools/scripts/netns.sh [--prefix P] mpirun -np N [MPIRUN-OPTION ...] -- PROGRAM [ARG ...]
 #                                                  mpirun with rank r in namespace P<r>
@@ -37,7 +40,10 @@
 #            ranks then hang.)
 #   shaping: `tc qdisc add dev next|prev root tbf rate RATE burst B latency L` on the
 #            sending side of the link; `rate` later uses `tc qdisc change`, so a
-#            preemption driver can change rates in place while traffic flows.
+#            preemption driver can change rates in place while traffic flows. The data
+#            devices take packets of at most 4 KiB (gso_max_size), so that a packet
+#            queued before a change always fits the bucket after it (B >= 4 KiB; a
+#            smaller --burst can stall a link at a change).
 # Needs root (or CAP_NET_ADMIN) and iproute2. At most 250 namespaces.
 set -euo pipefail
 
@@ -188,6 +194,14 @@ do_create() {
     ip -n "$b" link set "${prefix}b${i}" name prev
     ip -n "$a" addr add "10.77.$((i + 1)).1/24" dev next
     ip -n "$b" addr add "10.77.$((i + 1)).2/24" dev prev
+    # Packets of at most 4 KiB on the shaped devices (TCP's segmentation offload builds
+    # them up to 64 KiB): tbf checks a packet against its bucket when it is queued, and
+    # one queued under a larger bucket that `rate` later shrinks below it never leaves
+    # (the link passes nothing until the bucket grows again). 4 KiB is the smallest
+    # bucket `rate` sets (docs/fidelity.md, "Rate changes that stalled a link").
+    ip -n "$a" link set next gso_max_size 4096 gro_max_size 4096 2>/dev/null &&
+      ip -n "$b" link set prev gso_max_size 4096 gro_max_size 4096 2>/dev/null ||
+      echo "netns.sh: warning: cannot cap the packet size on link $i (iproute2 or kernel too old): a rate change can stall it" >&2
     ip -n "$a" link set next up
     ip -n "$b" link set prev up
   done
@@ -323,6 +337,15 @@ case "$cmd" in
     shift
     exec ip netns exec "${prefix}${r}" "$@"
     ;;
+  gso)
+    [ $# -ge 1 ] && [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1500 ] && [ "$1" -le 65536 ] ||
+      die "gso: give BYTES, 1500 .. 65536 (the largest packet the shaped devices take)"
+    n=$(need_ns)
+    for ((i = 0; i + 1 < n; i++)); do
+      ip -n "${prefix}${i}" link set next gso_max_size "$1" gro_max_size "$1"
+      ip -n "${prefix}$((i + 1))" link set prev gso_max_size "$1" gro_max_size "$1"
+    done
+    ;;
   mpirun) do_mpirun "$@" ;;
   rank-exec) do_rank_exec "$@" ;;
   status)
@@ -333,5 +356,5 @@ case "$cmd" in
     done
     ;;
   help | -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" ;;
-  *) die "unknown command '$cmd' (check, create, destroy, rate, rate-all, exec, mpirun, status)" ;;
+  *) die "unknown command '$cmd' (check, create, destroy, rate, rate-all, gso, exec, mpirun, status)" ;;
 esac

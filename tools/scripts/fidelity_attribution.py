@@ -1,0 +1,550 @@
+#!/usr/bin/env python3
+# Where a fidelity run's error comes from: per iteration measured vs predicted, per transfer measured vs simulated (matched by channel and message), stalls, and the links' counters at each rate change.
+"""Attribute a fidelity run's error (tools/scripts/fidelity.sh) to what happened on the links.
+
+Reads one scenario directory of a fidelity run (the `preempted` directory, or the
+directory above it) and one replayed candidate, and prints:
+
+  iterations   measured vs predicted time per iteration (free-running: sim-I.json;
+               aligned: sim-aligned-I.json), the rate changes inside each one, and
+               whether a stalled transfer lies in it
+  transfers    per transfer (sender side, matched by channel and message: F/B, iteration,
+               micro-batch) the measured and simulated duration, and the model's duration
+               at the measured start (bytes integrated over the channel's recorded rate,
+               net-sim-I-F-T.csv: free of drift between the two runs); the distance to the
+               nearest recorded rate change (0 = a change lies inside the transfer)
+  stalls       transfers and compute ops that took much longer than the model says, where,
+               and whether a rate change (rise or fall) was near; for a stalled transfer,
+               whether it ended at the next rate change (a link that passed nothing until
+               the rate was changed again)
+  testbed      with the testbed's own record (fidelity.sh writes tc-calls-I.csv and
+               netstat-I.txt): how long each change's tc calls took (first start to last
+               end), the links' drops and backlog, and per period between two changes the
+               qdiscs that held a backlog and sent nothing (stuck); TCP retransmissions,
+               timeouts and loss probes over the replay
+  attribution  the MAPE split by iteration class: iterations with a stalled transfer at a
+               rate change, with a stall and no change near, with a change and no stall,
+               and the rest (the classes add up to the MAPE)
+
+Example:
+  tools/scripts/fidelity_attribution.py /tmp/fid/random-0/run-3 --candidate 4
+  tools/scripts/fidelity_attribution.py /tmp/fid/random-0/run-3/preempted --label 'kfkb k=2 b=1'
+  tools/scripts/fidelity_attribution.py DIR --all --summary     # every candidate, summaries only
+  tools/scripts/fidelity_attribution.py OUT --tree               # a --random-scenarios output: a table
+  tools/scripts/fidelity_attribution.py OUT --levels             # ... its error by rate level
+"""
+import argparse
+import bisect
+import csv
+import json
+import os
+import re
+import sys
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def scenario_dir(d):
+    if os.path.exists(os.path.join(d, "pairs.txt")):
+        return d
+    p = os.path.join(d, "preempted")
+    if os.path.exists(os.path.join(p, "pairs.txt")):
+        return p
+    sys.exit(f"fidelity_attribution.py: no pairs.txt in {d} or {p} (a fidelity.sh scenario directory?)")
+
+
+def candidates(d):
+    """(index, label) of the candidates replayed in scenario directory d."""
+    out = []
+    cmp_path = os.path.join(d, "compare.json")
+    labels = {}
+    if os.path.exists(cmp_path):
+        for c in load_json(cmp_path)["comparisons"]:
+            m = re.search(r"run-(\d+)\.json$", c["measured"])
+            if m:
+                labels[int(m.group(1))] = c["label"]
+    with open(os.path.join(d, "pairs.txt")) as f:
+        for line in f:
+            m = re.search(r"run-(\d+)\.json", line)
+            if m:
+                i = int(m.group(1))
+                out.append((i, labels.get(i, f"candidate {i}")))
+    return out
+
+
+def read_rates(path):
+    """[(time_s, value)] of a time_s,value CSV."""
+    rows = []
+    with open(path) as f:
+        for r in csv.reader(f):
+            if r and r[0][:1].isdigit():
+                rows.append((float(r[0]), float(r[1])))
+    return rows
+
+
+class Trace:
+    """A piecewise-constant rate (bytes/s) from a list of (time, value)."""
+
+    def __init__(self, rows):
+        self.t = [t for t, _ in rows]
+        self.v = [v for _, v in rows]
+
+    def at(self, t):
+        i = bisect.bisect_right(self.t, t) - 1
+        return self.v[max(i, 0)]
+
+    def duration(self, start, nbytes):
+        """Time to move nbytes from start on, integrating the rate."""
+        t, left = start, nbytes
+        i = max(bisect.bisect_right(self.t, t) - 1, 0)
+        while True:
+            rate = self.v[i]
+            end = self.t[i + 1] if i + 1 < len(self.t) else float("inf")
+            if rate > 0 and t + left / rate <= end:
+                return t + left / rate - start
+            if end == float("inf"):
+                return float("inf")
+            left -= rate * (end - t)
+            t, i = end, i + 1
+
+
+def transfers(timeline):
+    """{(name, iteration, micro_batch): (start_s, dur_s, bytes)} of a timeline's sends."""
+    out = {}
+    for e in load_json(timeline)["traceEvents"]:
+        if e.get("cat") == "transfer" and e.get("flow_out"):
+            a = e["args"]
+            out[(e["name"], a["iteration"], a["micro_batch"])] = (e["ts"] * 1e-6, e["dur"] * 1e-6, a["bytes"])
+    return out
+
+
+def ops(timeline):
+    """{(stage, name, iteration): (start_s, dur_s)} of a timeline's forward and backward ops."""
+    out = {}
+    for e in load_json(timeline)["traceEvents"]:
+        if e.get("cat") in ("forward", "backward") and e.get("ph") == "X":
+            out[(e["pid"] - 1, e["name"], e["args"]["iteration"])] = (e["ts"] * 1e-6, e["dur"] * 1e-6)
+    return out
+
+
+def boundaries(run):
+    t, b = run["start_time_s"], [run["start_time_s"]]
+    for x in run["iteration_times_s"]:
+        t += x
+        b.append(t)
+    return b
+
+
+def parse_netstat(path):
+    """[(label, unix_time, {ns: {"qdisc": {dev: counters}, "tcp": {name: value}}})]."""
+    snaps, origin = [], None
+    cur = ns = part = dev = None
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("origin "):
+                origin = float(line.split()[1])
+            elif line.startswith("## "):
+                words = line[3:].split()
+                cur = {}
+                snaps.append((" ".join(words[:-1]), float(words[-1]), cur))
+            elif line.startswith("# ns "):
+                w = line.split()
+                ns, part = int(w[2]), w[3]
+                cur.setdefault(ns, {"qdisc": {}, "tcp": {}})
+            elif part == "qdisc":
+                m = re.match(r"qdisc (\S+) \S+ dev (\S+)", line)
+                if m:
+                    dev = m.group(2) if m.group(1) == "tbf" else None
+                    if dev:
+                        cur[ns]["qdisc"][dev] = {}
+                    continue
+                if not dev:
+                    continue
+                q = cur[ns]["qdisc"][dev]
+                m = re.search(r"Sent (\d+) bytes (\d+) pkt \(dropped (\d+), overlimits (\d+)", line)
+                if m:
+                    q.update(sent=int(m.group(1)), pkts=int(m.group(2)), dropped=int(m.group(3)),
+                             overlimits=int(m.group(4)))
+                m = re.search(r"backlog (\d+)b (\d+)p", line)
+                if m:
+                    q.update(backlog=int(m.group(1)), backlog_p=int(m.group(2)))
+            elif part == "nstat" and line.strip():
+                w = line.split()
+                cur[ns]["tcp"][w[0]] = int(w[1])
+    return origin, snaps
+
+
+def pct(x):
+    return f"{100 * x:+.2f}%"
+
+
+def analyse(d, idx, label, args):
+    run = load_json(os.path.join(d, f"run-{idx}.json"))
+    sim = load_json(os.path.join(d, f"sim-{idx}.json"))
+    al_path = os.path.join(d, f"sim-aligned-{idx}.json")
+    al = load_json(al_path) if os.path.exists(al_path) else None
+    rec_path = os.path.join(d, f"recorded-{idx}.csv")
+    changes = []  # (time, old, new)
+    if os.path.exists(rec_path):
+        rows = read_rates(rec_path)
+        for (t0, v0), (t1, v1) in zip(rows, rows[1:]):
+            if v1 != v0:
+                changes.append((t1, v0, v1))
+    ctimes = [c[0] for c in changes]
+    # The model's channels at the recorded rates (calibrated), for durations at the measured time.
+    chans = {}
+    net_path = os.path.join(d, f"net-sim-{idx}.json")
+    if os.path.exists(net_path):
+        for ch in load_json(net_path)["channels"]:
+            r = ch["rate"]
+            tr = Trace(read_rates(os.path.join(d, r["file"]))) if "file" in r else Trace([(0.0, r["constant"])])
+            chans[f"{ch['from']}->{ch['to']}"] = (ch.get("latency_s", 0.0), tr)
+
+    mb, sb = boundaries(run), boundaries(sim)
+    end = mb[-1]
+    n = len(run["iteration_times_s"])
+    print(f"=== {d} candidate {idx}: {label}, {n} iterations, measured {run['start_time_s']:.3f} .. {end:.3f} s")
+    inside = [c for c in changes if mb[0] <= c[0] <= end]
+    print(f"    {len(inside)} recorded rate changes inside the measured span "
+          f"({sum(c[2] < c[1] for c in inside)} falls, {sum(c[2] > c[1] for c in inside)} rises)")
+
+    def near(t0, t1):
+        """(distance in s to the nearest change from [t0, t1], that change); 0 if inside."""
+        best = None
+        for c in changes:
+            dist = 0.0 if t0 <= c[0] <= t1 else min(abs(c[0] - t0), abs(c[0] - t1))
+            if best is None or dist < best[0]:
+                best = (dist, c)
+        return best or (float("inf"), None)
+
+    # --- transfers
+    mt, st = transfers(os.path.join(d, f"run-{idx}.trace.json")), transfers(os.path.join(d, f"sim-{idx}.trace.json"))
+    rows = []
+    for key in sorted(mt, key=lambda k: mt[k][0]):
+        ms, md, nb = mt[key]
+        ch = key[0].split()[1]
+        sd = st[key][1] if key in st else None
+        lat, tr = chans.get(ch, (0.0, None))
+        model = lat + tr.duration(ms, nb) if tr else None
+        dist, c = near(ms, ms + md)
+        rows.append((key, ch, ms, md, sd, model, nb, dist, c))
+    # A message's usual measured duration (median over the iterations): a measured transfer
+    # runs from the send's start to the receive's end, and where the receiver posts its
+    # receive late it is long in every iteration, without costing iteration time.
+    usual = {}
+    for key, ch, ms, md, *_ in rows:
+        usual.setdefault(key[0], []).append(md)
+    usual = {k: sorted(v)[len(v) // 2] for k, v in usual.items()}
+    stall_x, stall_r = args.stall_ms * 1e-3, args.stall_ratio
+    # (key, ch, start, measured, simulated, expected, bytes, near, change): expected is the
+    # longer of the model's duration at the measured start and the message's usual one.
+    rows = [(key, ch, ms, md, sd, max(model, usual[key[0]]) if model is not None else None, nb, dist, c)
+            for key, ch, ms, md, sd, model, nb, dist, c in rows]
+    stalls = [r for r in rows if r[5] is not None and r[3] - r[5] > stall_x and r[3] > stall_r * r[5]]
+
+    # --- ops
+    mo, so = ops(os.path.join(d, f"run-{idx}.trace.json")), ops(os.path.join(d, f"sim-{idx}.trace.json"))
+    op_stalls = []
+    for key, (ms, md) in mo.items():
+        if key in so:
+            sd = so[key][1]
+            if md - sd > args.op_stall_ms * 1e-3 and md > stall_r * sd:
+                op_stalls.append((key, ms, md, sd, near(ms, ms + md)))
+
+    # CPU: how much longer the compute ops ran than the profile says (ranks sharing cores,
+    # the driver, other work on the host), per iteration summed over the ops.
+    op_excess = [0.0] * n
+    ratios = []
+    for key, (ms, md) in mo.items():
+        if key in so and so[key][1] > 0:
+            ratios.append(md / so[key][1])
+            k = min(max(bisect.bisect_right(mb, ms) - 1, 0), n - 1)
+            op_excess[k] += md - so[key][1]
+    ratios.sort()
+
+    def it_of(t):
+        return min(max(bisect.bisect_right(mb, t) - 1, 0), n - 1)
+
+    stalled_its = {}
+    for r in stalls:
+        stalled_its.setdefault(it_of(r[2]), []).append(r)
+
+    # --- iterations
+    pf = sim["iteration_times_s"]
+    pa = al["iteration_times_s"] if al else pf
+    print()
+    print("  it   start_s   measured_s  predicted_s  err(free)  aligned_s  err(aligned)  changes  stalled transfers")
+    ape_f, ape_a, cls = [], [], []
+    for k in range(n):
+        m = run["iteration_times_s"][k]
+        f, a = pf[k], pa[k]
+        ape_f.append(abs(f - m) / m)
+        ape_a.append(abs(a - m) / m)
+        cs = [c for c in changes if mb[k] <= c[0] < mb[k + 1]]
+        cs_txt = " ".join(f"{c[0]:.3f}{'v' if c[2] < c[1] else '^'}" for c in cs) or "-"
+        s = stalled_its.get(k, [])
+        s_txt = f"{len(s)}, +{1e3 * max(r[3] - r[5] for r in s):.0f} ms" if s else "-"
+        if s and any(r[7] <= args.near_ms * 1e-3 for r in s):
+            cls.append("stall at a rate change")
+        elif s:
+            cls.append("stall, no change near")
+        elif cs:
+            cls.append("rate change, no stall")
+        else:
+            cls.append("no change, no stall")
+        print(f"  {k:2d}  {mb[k]:8.3f}  {m:10.4f}  {f:11.4f}  {pct((f - m) / m):>9}  {a:9.4f}  {pct((a - m) / m):>12}"
+              f"  {cs_txt:7}  {s_txt}")
+    print(f"  MAPE free-running {100 * sum(ape_f) / n:.2f}%, aligned {100 * sum(ape_a) / n:.2f}%")
+
+    if not args.summary:
+        print()
+        print("  transfers (sender side; expected = the longer of the model's duration at the measured start,")
+        print("  latency + bytes over the recorded rate, and the message's median measured duration;")
+        print("  near = ms to the nearest recorded change, 0 = inside; v fall, ^ rise)")
+        print("    start_s  transfer              bytes  measured_ms  sim_ms  expect_ms  excess_ms  near_ms")
+        for key, ch, ms, md, sd, model, nb, dist, c in rows:
+            if args.near_only and dist > args.near_ms * 1e-3:
+                continue
+            sd_txt = f"{1e3 * sd:7.1f}" if sd is not None else "      -"
+            mo_txt = f"{1e3 * model:8.1f}" if model is not None else "       -"
+            ex = f"{1e3 * (md - model):9.1f}" if model is not None else "        -"
+            nr = (f"{1e3 * dist:7.0f}{'v' if c[2] < c[1] else '^'}" if c else "      -")
+            print(f"    {ms:7.3f}  {key[0]:12} it{key[1]:<3d} {nb:8.0f}  {1e3 * md:11.1f}  {sd_txt}  {mo_txt}  {ex}  {nr}")
+
+    print()
+    print(f"  stalled transfers (measured > {stall_r:g} x expected and > expected + {args.stall_ms:g} ms): {len(stalls)}")
+    for key, ch, ms, md, sd, model, nb, dist, c in stalls:
+        nxt = [x for x in changes if x[0] > ms + 1e-3]
+        end_t = ms + md
+        after = ""
+        if nxt:
+            gap = min((abs(end_t - x[0]), x) for x in nxt)
+            after = f"; ends {1e3 * (end_t - gap[1][0]):+.0f} ms from the change at {gap[1][0]:.3f}"
+        where = (f"{1e3 * dist:.0f} ms from the {'fall' if c[2] < c[1] else 'rise'} at {c[0]:.3f}" if c else "no change")
+        print(f"    {ms:8.3f}  {key[0]:12} it{key[1]:<3d} {1e3 * md:7.1f} ms, expected {1e3 * model:6.1f} ms "
+              f"(+{1e3 * (md - model):.0f} ms); {where}{after}")
+    if ratios:
+        print(f"  compute ops: measured / simulated duration median {ratios[len(ratios) // 2]:.3f}, "
+              f"90th percentile {ratios[int(0.9 * (len(ratios) - 1))]:.3f}; ops' excess per iteration "
+              f"(all stages) median {1e3 * sorted(op_excess)[n // 2]:.1f} ms, max {1e3 * max(op_excess):.1f} ms")
+    print(f"  stalled ops (measured > {stall_r:g} x simulated and > +{args.op_stall_ms:g} ms): {len(op_stalls)}")
+    for (stage, name, it), ms, md, sd, (dist, c) in sorted(op_stalls, key=lambda x: x[1])[: args.max_ops]:
+        where = f"{1e3 * dist:.0f} ms from a change" if c else "no change"
+        print(f"    {ms:8.3f}  stage {stage} {name:5} it{it:<3d} {1e3 * md:6.1f} ms, simulated {1e3 * sd:6.1f} ms; {where}")
+    if len(op_stalls) > args.max_ops:
+        print(f"    ... {len(op_stalls) - args.max_ops} more")
+
+    # --- the testbed's record
+    tcp_path, ns_path = os.path.join(d, f"tc-calls-{idx}.csv"), os.path.join(d, f"netstat-{idx}.txt")
+    testbed = {}
+    if os.path.exists(tcp_path) and os.path.exists(ns_path):
+        origin, snaps = parse_netstat(ns_path)
+        calls = []
+        with open(tcp_path) as f:
+            for r in csv.DictReader(f):
+                calls.append((float(r["start"]) - origin, float(r["end"]) - origin, r["link"], r["dev"]))
+        calls.sort()
+        per_link = 2 * max(1, len({c[2] for c in calls}))
+        groups = [calls[i:i + per_link] for i in range(0, len(calls), per_link)]
+        spans = [g[-1][1] - g[0][0] for g in groups]
+        durs = sorted(c[1] - c[0] for c in calls)
+        print()
+        if durs:
+            print(f"  tc calls: {len(calls)} in {len(groups)} changes; one call {1e3 * durs[len(durs) // 2]:.1f} ms median, "
+                  f"{1e3 * durs[-1]:.1f} ms max; a change's calls span {1e3 * sorted(spans)[len(spans) // 2]:.1f} ms "
+                  f"median, {1e3 * max(spans):.1f} ms max (the recorded time is their middle)")
+        testbed["tc_span_median_ms"] = 1e3 * sorted(spans)[len(spans) // 2] if spans else None
+        # Stuck qdiscs: between the snapshot after one change and the one before the next, a
+        # backlog at both ends and no byte sent.
+        stuck = []
+        after = None
+        for lab, t, snap in snaps:
+            if lab.startswith("after-change"):
+                after = (lab, t, snap)
+            elif lab.startswith("before-change") and after:
+                for ns, v in snap.items():
+                    for dev, q in v["qdisc"].items():
+                        q0 = after[2].get(ns, {}).get("qdisc", {}).get(dev)
+                        if q0 and q0.get("backlog", 0) > 0 and q.get("backlog", 0) > 0 and q["sent"] == q0["sent"]:
+                            stuck.append((after[1] - origin, t - origin, ns, dev, q0["backlog"], q0["backlog_p"],
+                                          after[0].split()[2]))
+                after = None
+        print(f"  periods in which a qdisc held a backlog and sent nothing (stuck): {len(stuck)}")
+        for t0, t1, ns, dev, b, p, v in stuck:
+            if mb[0] - 1 <= t0 <= end:
+                print(f"    {t0:8.3f} .. {t1:8.3f} s  ns {ns} dev {dev}: {b} bytes in {p} packets "
+                      f"({b / max(p, 1):.0f} B each) held at rate {float(v) / 1e6:.2f} MB/s "
+                      f"(burst {max(4096, int(float(v) / 1000))} B)")
+        testbed["stuck_periods"] = len(stuck)
+        first = next((s for s in snaps if s[0] == "replay-start"), None)
+        last = next((s for s in reversed(snaps) if s[0] == "replay-end"), None)
+        if first and last:
+            tot = {}
+            for ns, v in last[2].items():
+                for k, x in v["tcp"].items():
+                    tot[k] = tot.get(k, 0) + x - first[2].get(ns, {}).get("tcp", {}).get(k, 0)
+                for dev, q in v["qdisc"].items():
+                    q0 = first[2].get(ns, {}).get("qdisc", {}).get(dev, {})
+                    tot["qdisc dropped"] = tot.get("qdisc dropped", 0) + q.get("dropped", 0) - q0.get("dropped", 0)
+            keys = ["qdisc dropped", "TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes",
+                    "TcpExtTCPFastRetrans", "TcpExtTCPSlowStartRetrans", "TcpExtTCPSpuriousRTOs"]
+            print("  over the replay (all namespaces): " + ", ".join(f"{k} {tot.get(k, 0)}" for k in keys))
+            testbed.update({k: tot.get(k, 0) for k in keys})
+        # Per change: qdisc drops and TCP timeouts between the snapshot before it and the next one.
+        ch_rows = []
+        for (lab, t, snap), nxt in zip(snaps, snaps[1:]):
+            if not lab.startswith("after-change"):
+                continue
+            drops = sum(q.get("dropped", 0) - snap.get(ns, {}).get("qdisc", {}).get(dev, {}).get("dropped", 0)
+                        for ns, v in nxt[2].items() for dev, q in v["qdisc"].items())
+            tos = sum(v["tcp"].get("TcpExtTCPTimeouts", 0) - snap.get(ns, {}).get("tcp", {}).get("TcpExtTCPTimeouts", 0)
+                      for ns, v in nxt[2].items())
+            rtx = sum(v["tcp"].get("TcpRetransSegs", 0) - snap.get(ns, {}).get("tcp", {}).get("TcpRetransSegs", 0)
+                      for ns, v in nxt[2].items())
+            if drops or tos or rtx:
+                ch_rows.append((t - origin, lab, drops, rtx, tos))
+        if ch_rows:
+            print("  periods after a change with drops or retransmissions (until the next snapshot):")
+            for t, lab, drops, rtx, tos in ch_rows:
+                if mb[0] - 1 <= t <= end:
+                    print(f"    {t:8.3f} s ({lab}): qdisc drops {drops}, retransmitted segments {rtx}, timeouts {tos}")
+
+    # --- attribution
+    classes = ["stall at a rate change", "stall, no change near", "rate change, no stall", "no change, no stall"]
+    print()
+    print("  attribution of the MAPE by iteration class (the shares add up to the MAPE):")
+    print("    class                      iterations  free-running  aligned  excess of stalled transfers")
+    res = {"dir": d, "candidate": idx, "label": label, "iterations": n,
+           "mape_free_pct": 100 * sum(ape_f) / n, "mape_aligned_pct": 100 * sum(ape_a) / n, "classes": {}}
+    for c in classes:
+        ks = [k for k in range(n) if cls[k] == c]
+        ex = sum(r[3] - r[5] for k in ks for r in stalled_its.get(k, []))
+        sf, sa = 100 * sum(ape_f[k] for k in ks) / n, 100 * sum(ape_a[k] for k in ks) / n
+        res["classes"][c] = {"iterations": len(ks), "mape_free_pct": sf, "mape_aligned_pct": sa}
+        print(f"    {c:26} {len(ks):10d}  {sf:11.2f}%  {sa:6.2f}%  {1e3 * ex:8.0f} ms")
+    res["stalled_transfers"] = len(stalls)
+    res["stalls"] = [{"transfer": r[0][0], "iteration": r[0][1], "start_s": r[2], "measured_s": r[3],
+                      "expected_s": r[5], "near_change_s": r[7] if r[8] else None} for r in stalls]
+    res["op_ratio_median"] = ratios[len(ratios) // 2] if ratios else None
+    res["op_ratio_p90"] = ratios[int(0.9 * (len(ratios) - 1))] if ratios else None
+    res["stalls_at_change"] = sum(r[7] <= args.near_ms * 1e-3 for r in stalls)
+    res["testbed"] = testbed
+    print()
+    return res
+
+
+def tree(root, args):
+    """Every candidate of every run under a --random-scenarios output directory: one line each."""
+    import contextlib
+    import glob
+    import io
+    # Runs that did not finish (no pairs.txt) are left out.
+    dirs = sorted((p for p in glob.glob(os.path.join(root, "random-*", "run-*", "preempted"))
+                   if os.path.exists(os.path.join(p, "pairs.txt")) and os.path.exists(os.path.join(p, "compare.json"))),
+                  key=lambda p: [int(x) for x in re.findall(r"-(\d+)", p)[-2:]])
+    if not dirs:
+        sys.exit(f"fidelity_attribution.py: no random-*/run-*/preempted under {root}")
+    out = []
+    print("| scenario | run | candidate | MAPE free | MAPE aligned | stalled transfers (at a change) | "
+          "aligned MAPE of iterations with a stall at a change | of the others | tc span median | "
+          "qdisc drops | TCP retrans. / timeouts | ops measured/simulated (median, p90) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for d in dirs:
+        sc, rn = re.findall(r"random-(\d+)", d)[-1], re.findall(r"run-(\d+)", d)[-1]
+        for i, label in candidates(d):
+            with contextlib.redirect_stdout(io.StringIO()):
+                r = analyse(d, i, label, args)
+            c = r["classes"]
+            st = c["stall at a rate change"]["mape_aligned_pct"]
+            tb = r["testbed"]
+            span = f"{tb['tc_span_median_ms']:.0f} ms" if tb.get("tc_span_median_ms") is not None else "-"
+            print(f"| {sc} | {rn} | {label} | {r['mape_free_pct']:.2f}% | {r['mape_aligned_pct']:.2f}% | "
+                  f"{r['stalled_transfers']} ({r['stalls_at_change']}) | {st:.2f}% | {r['mape_aligned_pct'] - st:.2f}% | "
+                  f"{span} | {tb.get('qdisc dropped', '-')} | {tb.get('TcpRetransSegs', '-')} / "
+                  f"{tb.get('TcpExtTCPTimeouts', '-')} | {r['op_ratio_median']:.3f}, {r['op_ratio_p90']:.3f} |")
+            r["scenario"], r["run"] = int(sc), int(rn)
+            out.append(r)
+    return out
+
+
+def levels(root):
+    """Per scenario of a --random-scenarios output: the aligned error of the iterations that lie
+    entirely at the trace's lowest rate, entirely at another rate, and across a change."""
+    import glob
+    import statistics
+    res = {}
+    for d in sorted(glob.glob(os.path.join(root, "random-*", "run-*", "preempted"))):
+        if not os.path.exists(os.path.join(d, "pairs.txt")):
+            continue  # a run that did not finish
+        sc = int(re.findall(r"random-(\d+)", d)[-1])
+        for i, _ in candidates(d):
+            al_path = os.path.join(d, f"sim-aligned-{i}.json")
+            if not os.path.exists(al_path):
+                continue
+            run, al = load_json(os.path.join(d, f"run-{i}.json")), load_json(al_path)
+            rec = read_rates(os.path.join(d, f"recorded-{i}.csv"))
+            low, t = min(v for _, v in rec), run["start_time_s"]
+            for m, a in zip(run["iteration_times_s"], al["iteration_times_s"]):
+                inside = [v for ct, v in rec if t < ct < t + m]
+                at = [v for ct, v in rec if ct <= t][-1]
+                k = "across a change" if inside else ("at the lowest rate" if at == low else "at a higher rate")
+                res.setdefault((sc, k), []).append((a - m) / m)
+                t += m
+    print("| scenario | iterations | count | mean signed error (aligned; - = slower than predicted) | mean absolute |")
+    print("|---|---|---|---|---|")
+    for (sc, k), v in sorted(res.items()):
+        print(f"| {sc} | {k} | {len(v)} | {100 * statistics.mean(v):+.2f}% | {100 * statistics.mean(abs(x) for x in v):.2f}% |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir", help="a fidelity.sh scenario directory (preempted/, or the run directory above it)")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--candidate", type=int, help="the candidate's index (run-I.json)")
+    g.add_argument("--label", help="the candidate's label as compare.txt prints it, e.g. 'kfkb k=2 b=1'")
+    g.add_argument("--all", action="store_true", help="every replayed candidate")
+    g.add_argument("--tree", action="store_true",
+                   help="DIR is a --random-scenarios output: one table line per candidate and run")
+    g.add_argument("--levels", action="store_true",
+                   help="DIR is a --random-scenarios output: per scenario, the aligned error of the iterations at "
+                        "the lowest rate, at a higher one, and across a change")
+    ap.add_argument("--summary", action="store_true", help="leave out the per-transfer table")
+    ap.add_argument("--near-only", action="store_true", help="per-transfer table: only transfers near a change")
+    ap.add_argument("--near-ms", type=float, default=50, help="'near a change': within this many ms (default 50)")
+    ap.add_argument("--stall-ms", type=float, default=20, help="a stalled transfer: this many ms over the model (20)")
+    ap.add_argument("--stall-ratio", type=float, default=2, help="... and this many times the model (2)")
+    ap.add_argument("--op-stall-ms", type=float, default=5, help="a stalled op: this many ms over the simulated (5)")
+    ap.add_argument("--max-ops", type=int, default=20, help="stalled ops printed at most (20)")
+    ap.add_argument("--json", help="also write the summaries (attribution, counters) to this file")
+    args = ap.parse_args()
+    if args.levels:
+        levels(args.dir)
+        return
+    if args.tree:
+        out = tree(args.dir, args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1)
+        return
+    d = scenario_dir(args.dir)
+    cands = candidates(d)
+    if args.candidate is not None:
+        cands = [c for c in cands if c[0] == args.candidate]
+    elif args.label:
+        cands = [c for c in cands if c[1] == args.label]
+    elif not args.all:
+        ap.error("give --candidate I, --label L or --all (replayed: " + ", ".join(f"{i} ({l})" for i, l in cands) + ")")
+    if not cands:
+        sys.exit("fidelity_attribution.py: no such candidate in " + d)
+    out = [analyse(d, i, l, args) for i, l in cands]
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
