@@ -811,14 +811,34 @@ TEST(Testbed, ReducedRunEndToEnd) {
   const json cmp = json::parse(clirunner::slurp(tmp.path() / "preempted" / "compare.json"));
   EXPECT_GE(cmp["comparisons"].size(), 2u);
   EXPECT_TRUE(cmp["ranking"].contains("kendall_tau"));
-  // For each candidate the driver recorded the rate changes it applied, from time 0.
-  int recorded = 0;
+  // For each candidate the driver recorded the rate changes it applied, from time 0: as
+  // a whole (recorded-I.csv) and per link, at the end of the tc call that changed it
+  // (recorded-I-F-T.csv, what the simulation follows); and its tc calls and the links'
+  // and TCP's counters around the replay.
+  int recorded = 0, per_link = 0, tc_calls = 0, netstat = 0;
   for (const auto& e : fs::directory_iterator(tmp.path() / "preempted")) {
-    if (e.path().filename().string().rfind("recorded-", 0) != 0) continue;
-    ++recorded;
+    const std::string name = e.path().filename().string();
+    tc_calls += name.rfind("tc-calls-", 0) == 0;
+    netstat += name.rfind("netstat-", 0) == 0;
+    if (name.rfind("recorded-", 0) != 0) continue;
+    (std::count(name.begin(), name.end(), '-') == 1 ? recorded : per_link) += 1;
     EXPECT_THAT(clirunner::slurp(e.path()), ::testing::StartsWith("time_s,value\n0.000000,")) << e.path();
   }
   EXPECT_EQ(recorded, 2);
+  EXPECT_EQ(per_link, 4);  // 2 candidates x 2 links (0 -> 1, 1 -> 0)
+  EXPECT_EQ(tc_calls, 2);
+  EXPECT_EQ(netstat, 2);
+  // The attribution of the error reads the run: every iteration and the MAPE.
+  const std::string attribution =
+      shell(fmt::format("python3 '{}/tools/scripts/fidelity_attribution.py' '{}' --all --summary 2>&1", SOURCE_ROOT,
+                        tmp.path().string()),
+            rc);
+  ASSERT_EQ(rc, 0) << attribution;
+  std::size_t mapes = 0;
+  for (std::size_t at = attribution.find("MAPE free-running"); at != std::string::npos;
+       at = attribution.find("MAPE free-running", at + 1))
+    ++mapes;
+  EXPECT_EQ(mapes, 2u) << attribution;
 #endif
 }
 
