@@ -65,6 +65,15 @@
 #                      one is the same without the driver), 2 candidates, 2 measured
 #                      iterations, a short calibration (the largest messages only)
 #   --keep             leave the namespaces in place afterwards
+#   --shaper S         tbf (default) or htb: the shaping qdisc of the links. tbf, with the
+#                      packets capped at the smallest bucket the run sets (a larger
+#                      packet queued before a fall would stall the link); htb (one class
+#                      whose rate/ceil each change sets, a bfifo leaf as large as tbf's
+#                      queue: 50 ms of the rate plus the burst), with packets uncapped
+#                      (htb lets its tokens go negative: a large packet leaves late, never
+#                      not at all). Experimental: no stall, but a larger error than tbf
+#                      on the seeds measured (its bucket is in effect one 64 KiB
+#                      packet); docs/fidelity.md, "Shaping with HTB"
 #   --net-log          at every rate change, snapshot the links' counters (tc -s) and
 #                      TCP's (nstat) 60 ms before it and after it, into netstat-I.txt
 #                      (diagnosis: tools/scripts/fidelity_attribution.py); the snapshots
@@ -84,7 +93,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
+shaper=tbf pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0
 
 die() {
@@ -157,7 +166,7 @@ run_random_scenarios() {
       set +e
       "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
-        --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" \
+        --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
@@ -224,6 +233,7 @@ while [ $# -gt 0 ]; do
     --ci) ci=1; shift ;;
     --keep) keep=1; shift ;;
     --net-log) net_log=1; shift ;;
+    --shaper) shaper=${2:-}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see tools/scripts/fidelity.sh --help)" ;;
   esac
@@ -239,6 +249,7 @@ fi
 case "$scenario" in constant | preempted | both) ;; *) die "--scenario: constant, preempted or both" ;; esac
 case "$streams" in plan | channel) ;; *) die "--streams: plan or channel" ;; esac
 case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esac
+case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
 if [ "$priority" = auto ]; then
   # SCHED_FIFO only while every rank has a core of its own and one is left: MPI's
   # collectives poll, and a polling SCHED_FIFO rank never yields its core to a rank of
@@ -298,7 +309,7 @@ cleanup() {
 trap cleanup EXIT
 "${netns[@]}" destroy >/dev/null 2>&1 || true
 "${netns[@]}" create "$ranks" >/dev/null
-"${netns[@]}" rate-all "$rate" >/dev/null
+"${netns[@]}" rate-all "$rate" --shaper "$shaper" >/dev/null
 
 # The ranks run at a higher priority than the rest of the machine (--priority), so that
 # other work on the host delays their wake-ups less. Every message goes eagerly: above
@@ -341,6 +352,9 @@ segs = max(1, int(0.95 * burst / 1514))
 print(segs * 1448 + 321)
 EOF
 )
+# htb sends a packet larger than its bucket late (its tokens go negative): no cap.
+[ "$shaper" = tbf ] || gso_bytes=65536
+echo "== shaper $shaper, packets of at most $gso_bytes bytes on the shaped links"
 "${netns[@]}" gso "$gso_bytes" ||
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
@@ -349,10 +363,28 @@ EOF
 # `tc -n` so that a change takes a few milliseconds.
 # With TC_LOG set (a file), appends "link,dev,start,end" (Unix times of each tc call,
 # from $EPOCHREALTIME: no fork) to it, for the fidelity attribution.
+# With --shaper htb, each device's class rate/ceil/burst and its bfifo's limit (tbf's
+# queue: 50 ms of the rate plus the burst, at least two 64 KiB packets, as netns.sh), in
+# one `tc -batch` call per device.
 set_rate() {
-  local bits burst i a
+  local bits burst i a limit
   bits=$(awk -v v="$1" 'BEGIN { printf "%d", v * 8 }')
   burst=$(awk -v v="$1" 'BEGIN { b = int(v / 1000); printf "%d", b < 4096 ? 4096 : b }')
+  if [ "$shaper" = htb ]; then
+    limit=$(awk -v v="$1" -v b="$burst" 'BEGIN { l = int(v * 0.05) + b; printf "%d", l < 131072 ? 131072 : l }')
+    local d ns
+    for ((i = 0; i + 1 < ranks; i++)); do
+      for d in next prev; do
+        ns=$i
+        [ "$d" = next ] || ns=$((i + 1))
+        a=$EPOCHREALTIME
+        tc -n "${prefix}${ns}" -batch - <<<"class change dev $d parent 1: classid 1:1 htb rate ${bits}bit ceil ${bits}bit burst $burst cburst $burst quantum 65536
+qdisc change dev $d parent 1:1 handle 10: bfifo limit $limit"
+        [ -z "${TC_LOG:-}" ] || echo "$i,$d,$a,$EPOCHREALTIME" >>"$TC_LOG"
+      done
+    done
+    return 0
+  fi
   for ((i = 0; i + 1 < ranks; i++)); do
     a=$EPOCHREALTIME
     tc -n "${prefix}${i}" qdisc change dev next root tbf rate "${bits}bit" burst "$burst" latency 50ms

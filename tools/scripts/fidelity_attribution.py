@@ -158,7 +158,7 @@ def parse_netstat(path):
             elif part == "qdisc":
                 m = re.match(r"qdisc (\S+) \S+ dev (\S+)", line)
                 if m:
-                    dev = m.group(2) if m.group(1) == "tbf" else None
+                    dev = m.group(2) if m.group(1) in ("tbf", "htb") else None  # the root shaper (htb: its totals)
                     if dev:
                         cur[ns]["qdisc"][dev] = {}
                     continue

@@ -7,8 +7,9 @@
 #   tools/scripts/netns.sh [--prefix P] create N           namespaces P0 .. P(N-1) in a chain
 #   tools/scripts/netns.sh [--prefix P] destroy            remove them (and the control bridge)
 #   tools/scripts/netns.sh [--prefix P] rate I RATE [--dir both|forward|backward]
-#                                       [--burst BYTES] [--latency MS]
-#                                                  shape link I (P<I> <-> P<I+1>) with tbf;
+#                                       [--burst BYTES] [--latency MS] [--shaper tbf|htb]
+#                                                  shape link I (P<I> <-> P<I+1>) with tbf
+#                                                  (default) or htb (see shape() below);
 #                                                  RATE is tc's (200mbit, 1gbit) or `none`;
 #                                                  run again to change the rate in place
 #   tools/scripts/netns.sh [--prefix P] rate-all RATE [...]   the same for every link
@@ -43,7 +44,10 @@
 #            preemption driver can change rates in place while traffic flows. The data
 #            devices take packets of at most 4 KiB (gso_max_size), so that a packet
 #            queued before a change always fits the bucket after it (B >= 4 KiB; a
-#            smaller --burst can stall a link at a change).
+#            smaller --burst can stall a link at a change). With --shaper htb: a root htb
+#            with one class whose rate `rate` changes (`tc class change`) and a bfifo
+#            leaf as large as tbf's queue; htb cannot strand a large packet, so the cap
+#            can be lifted (gso 65536).
 # Needs root (or CAP_NET_ADMIN) and iproute2. At most 250 namespaces.
 set -euo pipefail
 
@@ -106,31 +110,61 @@ rate_bytes() {
   esac
 }
 
-# shape NS DEV RATE BURST LATENCY_MS: tbf on DEV's egress, added or changed in place.
+# shape NS DEV RATE BURST LATENCY_MS SHAPER: tbf, or htb, on DEV's egress, added or
+# changed in place (a root qdisc of the other kind is replaced).
+#   tbf: rate RATE, bucket BURST, queue of LATENCY_MS at RATE (plus the bucket).
+#   htb: root htb 1: (default class 1:1), one class 1:1 with rate = ceil = RATE, burst =
+#        cburst = BURST, and a leaf bfifo 10: of the same size as tbf's queue (RATE x
+#        LATENCY_MS + BURST bytes), recomputed at each change. htb sends a packet whenever
+#        its class's tokens are not negative and lets them go negative, so a packet larger
+#        than the bucket leaves late, never not at all (tbf strands it; see gso below).
 shape() {
-  local ns=$1 dev=$2 rate=$3 burst=$4 latency=$5
+  local ns=$1 dev=$2 rate=$3 burst=$4 latency=$5 shaper=${6:-tbf}
   if [ "$rate" = none ]; then
     ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
     return 0
   fi
-  local verb=add
-  if ip netns exec "$ns" tc qdisc show dev "$dev" root | grep -q '^qdisc tbf'; then verb=change; fi
-  ip netns exec "$ns" tc qdisc "$verb" dev "$dev" root tbf rate "$rate" burst "$burst" latency "${latency}ms"
+  local cur
+  cur=$(ip netns exec "$ns" tc qdisc show dev "$dev" root | awk 'NR == 1 { print $2 }')
+  if [ "$shaper" = tbf ]; then
+    local verb=add
+    if [ "$cur" = tbf ]; then verb=change; elif [ "$cur" = htb ]; then ip netns exec "$ns" tc qdisc del dev "$dev" root; fi
+    ip netns exec "$ns" tc qdisc "$verb" dev "$dev" root tbf rate "$rate" burst "$burst" latency "${latency}ms"
+    return 0
+  fi
+  local limit
+  # At least two 64 KiB packets (bfifo drops a packet larger than its room, and TCP's
+  # offload builds 64 KiB ones: below about 20 Mbit/s, 50 ms would hold none).
+  limit=$(($(rate_bytes "$rate") * latency / 1000 + burst))
+  [ "$limit" -ge 131072 ] || limit=131072
+  if [ "$cur" != htb ]; then
+    [ "$cur" != tbf ] || ip netns exec "$ns" tc qdisc del dev "$dev" root
+    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: htb default 1
+    ip netns exec "$ns" tc class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" \
+      burst "$burst" cburst "$burst" quantum 65536
+    ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: bfifo limit "$limit"
+  else
+    ip netns exec "$ns" tc class change dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" \
+      burst "$burst" cburst "$burst" quantum 65536
+    ip netns exec "$ns" tc qdisc change dev "$dev" parent 1:1 handle 10: bfifo limit "$limit"
+  fi
 }
 
 do_rate() {
   local link=$1 rate=$2
   shift 2
-  local dir=both burst="" latency=50
+  local dir=both burst="" latency=50 shaper=tbf
   while [ $# -gt 0 ]; do
     case "$1" in
       --dir) dir=${2:-}; shift 2 ;;
       --burst) burst=${2:-}; shift 2 ;;
       --latency) latency=${2:-}; shift 2 ;;
-      *) die "rate: unknown option '$1' (--dir, --burst, --latency)" ;;
+      --shaper) shaper=${2:-}; shift 2 ;;
+      *) die "rate: unknown option '$1' (--dir, --burst, --latency, --shaper)" ;;
     esac
   done
   case "$dir" in both | forward | backward) ;; *) die "rate: --dir must be both, forward or backward, got '$dir'" ;; esac
+  case "$shaper" in tbf | htb) ;; *) die "rate: --shaper must be tbf or htb, got '$shaper'" ;; esac
   [[ "$latency" =~ ^[0-9]+$ ]] || die "rate: --latency is in whole milliseconds, got '$latency'"
   if [ "$rate" != none ]; then
     local bps
@@ -148,8 +182,8 @@ do_rate() {
   n=$(need_ns)
   [[ "$link" =~ ^[0-9]+$ ]] && [ "$link" -lt $((n - 1)) ] ||
     die "rate: link '$link' does not exist (links 0 .. $((n - 2)) join namespace i and i+1)"
-  if [ "$dir" != backward ]; then shape "${prefix}${link}" next "$rate" "$burst" "$latency"; fi
-  if [ "$dir" != forward ]; then shape "${prefix}$((link + 1))" prev "$rate" "$burst" "$latency"; fi
+  if [ "$dir" != backward ]; then shape "${prefix}${link}" next "$rate" "$burst" "$latency" "$shaper"; fi
+  if [ "$dir" != forward ]; then shape "${prefix}$((link + 1))" prev "$rate" "$burst" "$latency" "$shaper"; fi
 }
 
 do_create() {
