@@ -786,7 +786,8 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--random-scenarios 2 --seed -1", "--seed: an integer >= 0"},
            {"--random-scenarios 2 --repeats 0", "--repeats: a positive integer"},
            {"--random-scenarios 2 --pipeline configs/fidelity/pipeline-2.json", "draws the pipeline and the trace"},
-           {"--families zbv --ranks 3", "--families: needs --ranks 2"}}) {
+           {"--families zbv --ranks 3", "--families: needs --ranks 2"},
+           {"--shaper foo", "--shaper: tbf or htb"}}) {
     int rc = 0;
     const std::string out = shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh {} 2>&1", SOURCE_ROOT, args), rc);
     EXPECT_EQ(rc, 2) << args << "\n" << out;
