@@ -1,9 +1,27 @@
-// Peaks of a stage's levels from its count changes.
+// Peaks of a stage's levels from its count changes, and when memory sums are exact.
 #include "accounting.h"
 
+#include <bit>
+#include <cmath>
+#include <limits>
 #include <tuple>
 
 namespace adagrouper::sim {
+
+bool sums_exact_in_any_order(double static_bytes, const double* bytes, std::size_t n, double most) {
+  int e = std::numeric_limits<int>::max();  // the exponent of the smallest unit
+  double total = static_bytes;
+  for (std::size_t x = 0; x <= n; ++x) {
+    const double v = x < n ? bytes[x] : static_bytes;
+    if (!std::isfinite(v) || !(v >= 0)) return false;
+    if (x < n) total += v * most;
+    if (v == 0) continue;
+    int exp;
+    const double f = std::frexp(v, &exp);  // v = f 2^exp, f in [0.5, 1): f 2^53 is a whole number
+    e = std::min(e, exp - 53 + std::countr_zero(static_cast<std::uint64_t>(std::ldexp(f, 53))));
+  }
+  return e == std::numeric_limits<int>::max() || (std::isfinite(total) && total < std::ldexp(1.0, 52 + e));
+}
 
 StageLevels replay_counts(std::vector<CountChange>& changes, const StageCounts& sc, bool samples) {
   std::sort(changes.begin(), changes.end(), [](const CountChange& a, const CountChange& b) {

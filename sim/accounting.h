@@ -53,6 +53,13 @@ inline double stage_memory(double static_bytes, const double* bytes, const doubl
   return m;
 }
 
+// Whether every sum that stage_memory can form from these bytes, with counts of magnitude
+// up to `most`, is exact, and so the same in any order and as a running total: the static
+// bytes and the terms are finite, non-negative multiples of one power of two 2^e, and
+// static + (sum of the terms) x most stays below 2^52 of it. Bytes are whole numbers in
+// practice, so e >= 0 and the bound is about 4.5e15 bytes.
+bool sums_exact_in_any_order(double static_bytes, const double* bytes, std::size_t n, double most);
+
 // A change of one of a stage's counts (+1 or -1) at a time.
 struct CountChange {
   double time;

@@ -148,6 +148,25 @@ void RateCursor::seek(double t0) {
   seg_ = it == tr.times_.begin() ? 0 : static_cast<std::size_t>(it - tr.times_.begin()) - 1;
 }
 
+// The common way out of the current segment: the query starts in the next one and ends
+// there. Moves the cursor there and returns true in that case (the loop of finish_slow
+// would compute the same t0 + work / rate there, after the same moves); else changes nothing.
+bool RateCursor::next_segment(double t0, double work) {
+  const RateTrace& tr = *trace_;
+  const std::size_t next = seg_ + 1;
+  if (next >= tr.times_.size() || t0 < seg_end_) return false;
+  const double end = next + 1 < tr.times_.size() ? base_ + tr.times_[next + 1]
+                     : tr.repeat_s_ > 0       ? base_ + tr.repeat_s_
+                                              : kNever;
+  const double v = tr.values_[next];
+  if (!(t0 < end && v > 0 && t0 + work / v <= end)) return false;
+  seg_ = next;
+  seg_start_ = seg_end_;
+  seg_end_ = end;
+  rate_ = v;
+  return true;
+}
+
 void RateCursor::cache() {
   const RateTrace& tr = *trace_;
   seg_start_ = base_ + tr.times_[seg_];
@@ -163,6 +182,7 @@ double RateCursor::finish_slow(double t0, double work) {
   if (!(work > 0)) return t0;
   const RateTrace& tr = *trace_;
   const std::size_t n = tr.times_.size();
+  if (next_segment(t0, work)) return t0 + work / rate_;
   if (n == 1 && tr.repeat_s_ == 0) {  // constant rate
     const double v = tr.values_[0];
     return v > 0 ? t0 + work / v : kNever;

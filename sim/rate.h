@@ -93,6 +93,7 @@ class RateCursor {
 
  private:
   double finish_slow(double t0, double work);
+  bool next_segment(double t0, double work);
   void seek(double t0);
   void cache();  // refresh seg_start_, seg_end_, rate_ from (base_, seg_)
 

@@ -24,8 +24,9 @@
 // to the event engine, which reports them (simulate() runs it when this one gives up).
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cmath>
 #include <cstdint>
-#include <type_traits>
 #include <limits>
 #include <vector>
 
@@ -58,6 +59,7 @@ struct ChannelRun {
   std::uint32_t next = 0;      // next message to transfer = messages delivered
   std::uint32_t consumed = 0;  // messages whose consuming op has been evaluated (with a capacity)
   std::uint32_t arrivals = 0;  // where its arrival times start in arrival_
+  std::uint32_t capacity = 0;  // the receiver's buffer: ProgramChannel::capacity
   double free = 0;             // end of the previous transfer
   RateCursor rate;
   double busy_s = 0;
@@ -72,12 +74,32 @@ struct ReplayInput {
   std::uint32_t at_t;         // where the arrivals at the current op event's time start
   std::int32_t depth;         // messages waiting
   std::int32_t peak;          // the largest depth that settled
-  std::uint32_t channel;      // kNoChannel: padding
+  std::uint32_t channel;
 };
 
-// An arrival stream that never arrives: the padding of a replay with fewer inputs than
-// its room.
-constexpr double kNoArrival[1] = {kInf};
+// Each channel's arrival times are followed by this many +inf, so that a replay may read
+// that far past the last arrival it has counted.
+constexpr std::uint32_t kArrivalPad = 3;
+
+// An arrival stream that never arrives: a missing input of a replay with room for two.
+constexpr double kNoArrival[kArrivalPad] = {kInf, kInf, kInf};
+
+// Past the arrivals at or before t in list a (ending with kArrivalPad +inf) from n;
+// `before` is where those at t start. The next two arrivals are read at once and
+// counted without a branch: which of them have arrived is data, and both a mispredicted
+// branch and a chain of dependent loads cost more than the comparisons.
+inline std::uint32_t past(const double* a, std::uint32_t n, double t, std::uint32_t& before) {
+  const double a0 = a[n], a1 = a[n + 1], a2 = a[n + 2];
+  if (a2 <= t) [[unlikely]] {
+    std::uint32_t m = n;
+    while (a[m] < t) ++m;
+    before = m;
+    while (a[m] == t) ++m;
+    return m;
+  }
+  before = n + (a0 < t) + (a1 < t);
+  return n + (a0 <= t) + (a1 <= t);
+}
 
 // The replay of one stage's levels (memory, micro-batches in flight, receive-buffer
 // depths) in time order from its recorded times, once it has finished the iteration
@@ -89,27 +111,17 @@ constexpr double kNoArrival[1] = {kInf};
 // the values they settle at the last is the largest: the arrivals before an op event are
 // counted, the peaks are taken once, then the arrivals at the event's own instant join it.
 //
-// NI inputs and NT memory terms of room, fixed so that the loops unroll (a stage with
-// fewer is padded: an input that never arrives, terms of 0 bytes, which add +0.0 and so
-// change no sum); NI = 0 sizes both from the stage.
-template <std::size_t NI, std::size_t NT>
+// This is the general replay, for any number of inputs and memory terms, with the memory
+// summed in the order of the terms (stage_memory); the two below do the same for the
+// common shapes with less work.
 class StageReplay {
  public:
   StageReplay(const Program& prog, const ProgramStage& ps, std::vector<double>& counts,
               const std::vector<double>& arrival, const std::vector<ChannelRun>& channels, ReplayInput* room,
               double last_t)
-      : static_bytes_(ps.static_bytes), last_t_(last_t), ninputs_(ps.ninputs), nterms_(ps.nterms) {
-    if constexpr (NI > 0) {
-      bytes_.fill(0.0);
-      counts_.fill(0.0);
-      std::copy_n(&prog.terms[ps.terms], ps.nterms, bytes_.begin());
-      for (std::size_t k = 0; k < NI; ++k) in_[k] = {kNoArrival, nullptr, 0, 0, 0, 0, kNoChannel};
-    } else {
-      bytes_ = &prog.terms[ps.terms];
-      counts_ = &counts[ps.terms];
-      std::fill(counts_, counts_ + nterms(), 0.0);
-      in_ = room;
-    }
+      : static_bytes_(ps.static_bytes), last_t_(last_t), ninputs_(ps.ninputs), nterms_(ps.nterms),
+        bytes_(&prog.terms[ps.terms]), counts_(&counts[ps.terms]), in_(room) {
+    std::fill(counts_, counts_ + nterms_, 0.0);
     for (std::uint32_t k = 0; k < ps.ninputs; ++k) {
       const std::uint32_t c = prog.inputs[ps.inputs + k];
       in_[k] = {&arrival[channels[c].arrivals], &prog.msg_term[prog.channels[c].first], 0, 0, 0, 0, c};
@@ -120,7 +132,7 @@ class StageReplay {
   // are taken), those at t join the event.
   void until(double t) {
     bool before = t > last_t_;  // time moved on, or something arrived before t
-    for (std::uint32_t k = 0; k < ninputs(); ++k) {
+    for (std::uint32_t k = 0; k < ninputs_; ++k) {
       ReplayInput& in = in_[k];
       const std::uint32_t n0 = in.n;
       for (; in.arrival[in.n] < t; ++in.n) counts_[in.term[in.n]] += 1;
@@ -130,7 +142,7 @@ class StageReplay {
       while (in.arrival[in.n] == t) ++in.n;
     }
     if (before) settle();
-    for (std::uint32_t k = 0; k < ninputs(); ++k) {
+    for (std::uint32_t k = 0; k < ninputs_; ++k) {
       ReplayInput& in = in_[k];
       for (std::uint32_t i = in.at_t; i < in.n; ++i) counts_[in.term[i]] += 1;
       in.depth += static_cast<std::int32_t>(in.n - in.at_t);
@@ -138,7 +150,7 @@ class StageReplay {
     last_t_ = t;
   }
 
-  void start(const OpClass& c) {
+  void start(const OpClass& c, std::uint32_t) {
     if (c.in < kLocal) {
       counts_[c.slot_term] -= 1;
       in_[c.input].depth -= 1;
@@ -149,7 +161,7 @@ class StageReplay {
     }
   }
 
-  void end(const OpClass& c) {
+  void end(const OpClass& c, std::uint32_t) {
     if (c.phase == Phase::BackwardInput) {
       counts_[c.act_term] -= 1;
       counts_[c.act_term + 1] += 1;
@@ -160,9 +172,9 @@ class StageReplay {
   }
 
   void settle() {
-    peak_memory_ = std::max(peak_memory_, stage_memory(static_bytes_, &bytes_[0], &counts_[0], nterms()));
+    peak_memory_ = std::max(peak_memory_, stage_memory(static_bytes_, bytes_, counts_, nterms_));
     peak_inflight_ = std::max(peak_inflight_, inflight_);
-    for (std::uint32_t k = 0; k < ninputs(); ++k) in_[k].peak = std::max(in_[k].peak, in_[k].depth);
+    for (std::uint32_t k = 0; k < ninputs_; ++k) in_[k].peak = std::max(in_[k].peak, in_[k].depth);
   }
 
   // The settle after the last op event.
@@ -174,41 +186,135 @@ class StageReplay {
     last_t = last_t_;
     peak_memory = std::max(peak_memory, peak_memory_);
     peak_inflight = std::max(peak_inflight, static_cast<double>(peak_inflight_));
-    for (std::uint32_t k = 0; k < ninputs(); ++k) {
-      if (in_[k].channel == kNoChannel) continue;
+    for (std::uint32_t k = 0; k < ninputs_; ++k) {
       double& peak = channels[in_[k].channel].peak_depth;
       peak = std::max(peak, static_cast<double>(in_[k].peak));
     }
   }
 
  private:
-  // The room: fixed (the loops unroll) or the stage's own.
-  std::uint32_t ninputs() const {
-    if constexpr (NI > 0) return NI;
-    return ninputs_;
-  }
-  std::uint32_t nterms() const {
-    if constexpr (NT > 0) return NT;
-    return nterms_;
-  }
-
-  using Terms = std::conditional_t<(NI > 0), std::array<double, NT>, double*>;
-  using ConstTerms = std::conditional_t<(NI > 0), std::array<double, NT>, const double*>;
-  using Inputs = std::conditional_t<(NI > 0), std::array<ReplayInput, NI>, ReplayInput*>;
-
   double static_bytes_;
   double last_t_;  // time of the last level change
   std::uint32_t ninputs_, nterms_;
-  ConstTerms bytes_;
-  Terms counts_;
-  Inputs in_;
+  const double* bytes_;
+  double* counts_;
+  ReplayInput* in_;
   std::int32_t inflight_ = 0, peak_inflight_ = 0;
+  double peak_memory_ = 0;
+};
+
+// Where the messages of an input channel wait (its receiver's memory terms), for
+// ExactReplay: in term a, or in a and b; per message n (laid out like the arrivals), how
+// many of the first n wait in a.
+struct InputTerms {
+  std::uint16_t a = 0, b = 0;
+  bool paired = true;  // false: they wait in more than two terms
+};
+
+// What an op of one class changes when it starts and when it ends, for ExactReplay: the
+// memory in bytes, the micro-batches in flight, and whether it consumes a message.
+struct ClassDeltas {
+  double start = 0, end = 0;
+  std::int32_t inflight_start = 0, inflight_end = 0;
+  std::uint32_t consumes = 0;
+};
+
+// The replay of a stage with at most two inputs whose messages each wait in at most two
+// memory terms (every stage of the named schedules), when its memory sums are exact in
+// any order (sums_exact_in_any_order): the same rules as StageReplay, computed with less work. The
+// memory is kept as a running total of the op events' changes (one table lookup an
+// event), the arrivals are only counted per input (a few comparisons and no branch, see
+// past()), and the bytes of the waiting messages are added when the peaks are taken.
+// Every partial sum is then an exactly represented multiple of the smallest unit of the
+// terms, so the total is stage_memory's to the last bit whatever the order. A missing
+// input never arrives and weighs 0 bytes.
+class ExactReplay {
+ public:
+  ExactReplay(const Program& prog, const ProgramStage& ps, const std::vector<double>& arrival,
+              const std::vector<std::uint32_t>& in_a, const std::vector<InputTerms>& terms,
+              const ClassDeltas* deltas, const std::vector<ChannelRun>& channels, double last_t)
+      : deltas_(deltas), memory_(ps.static_bytes), last_t_(last_t) {
+    for (std::uint32_t k = 0; k < 2; ++k) {
+      const bool has = k < ps.ninputs;
+      const std::uint32_t c = has ? prog.inputs[ps.inputs + k] : kNoChannel;
+      arrival_[k] = has ? &arrival[channels[c].arrivals] : kNoArrival;
+      in_a_[k] = has ? &in_a[channels[c].arrivals] : kNoneArrived;
+      bytes_a_[k] = has ? prog.terms[ps.terms + terms[c].a] : 0.0;
+      bytes_b_[k] = has ? prog.terms[ps.terms + terms[c].b] : 0.0;
+      channel_[k] = c;
+    }
+  }
+
+  // Whether stage `ps` has that shape (its sums are checked apart: sums_exact_in_any_order).
+  static bool fits(const Program& prog, const ProgramStage& ps, const std::vector<InputTerms>& terms) {
+    if (ps.ninputs > 2) return false;
+    for (std::uint32_t k = 0; k < ps.ninputs; ++k)
+      if (!terms[prog.inputs[ps.inputs + k]].paired) return false;
+    return true;
+  }
+
+  // Brings the levels to an op event at time t: the arrivals before t settle (the peaks
+  // are taken), those at t join the event.
+  void until(double t) {
+    std::uint32_t before0, before1;
+    n_[0] = past(arrival_[0], n_[0], t, before0);
+    n_[1] = past(arrival_[1], n_[1], t, before1);
+    if ((before0 != n_[0]) | (before1 != n_[1]) | (t > last_t_)) settle(before0, before1);
+    last_t_ = t;
+  }
+
+  void start(const OpClass& c, std::uint32_t k) {
+    const ClassDeltas& d = deltas_[k];
+    memory_ += d.start;
+    inflight_ += d.inflight_start;
+    used_[c.input] += d.consumes;
+  }
+
+  void end(const OpClass&, std::uint32_t k) {
+    const ClassDeltas& d = deltas_[k];
+    memory_ += d.end;
+    inflight_ += d.inflight_end;
+  }
+
+  void settle_last() { settle(n_[0], n_[1]); }
+
+  void finish(double& peak_memory, double& peak_inflight, double& last_t, std::vector<ChannelRun>& channels) const {
+    last_t = last_t_;
+    peak_memory = std::max(peak_memory, peak_memory_);
+    peak_inflight = std::max(peak_inflight, static_cast<double>(peak_inflight_));
+    for (std::uint32_t k = 0; k < 2; ++k)
+      if (channel_[k] != kNoChannel)
+        channels[channel_[k]].peak_depth = std::max(channels[channel_[k]].peak_depth, static_cast<double>(peak_[k]));
+  }
+
+ private:
+  // Takes the peaks of the current values, with n0 and n1 messages arrived.
+  void settle(std::uint32_t n0, std::uint32_t n1) {
+    const std::uint32_t a0 = in_a_[0][n0], a1 = in_a_[1][n1];
+    const double waiting = bytes_a_[0] * a0 + bytes_b_[0] * (n0 - a0) + bytes_a_[1] * a1 + bytes_b_[1] * (n1 - a1);
+    peak_memory_ = std::max(peak_memory_, memory_ + waiting);
+    peak_inflight_ = std::max(peak_inflight_, inflight_);
+    peak_[0] = std::max(peak_[0], static_cast<std::int32_t>(n0 - used_[0]));
+    peak_[1] = std::max(peak_[1], static_cast<std::int32_t>(n1 - used_[1]));
+  }
+
+  static constexpr std::uint32_t kNoneArrived[kArrivalPad] = {0, 0, 0};
+
+  const ClassDeltas* deltas_;  // the stage's classes'
+  double memory_;              // without the waiting messages
+  double last_t_;
+  double bytes_a_[2], bytes_b_[2];
+  const double* arrival_[2];
+  const std::uint32_t* in_a_[2];
+  std::uint32_t channel_[2];
+  std::uint32_t n_[2] = {0, 0}, used_[2] = {0, 0};
+  std::int32_t inflight_ = 0, peak_inflight_ = 0, peak_[2] = {0, 0};
   double peak_memory_ = 0;
 };
 
 // The replay of a stage with one model stage whose inputs each feed one memory term, in
 // the order of the terms (every stage of a pipeline without virtual stages): the same
-// rules as StageReplay, with every count in a register. Up to two inputs; a missing one
+// rules as PairReplay, with every count in a register. Up to two inputs; a missing one
 // never arrives and weighs 0 bytes (adding +0.0 changes no sum).
 class SimpleReplay {
  public:
@@ -235,27 +341,27 @@ class SimpleReplay {
   // Brings the levels to an op event at time t: the arrivals before t settle (the peaks
   // are taken), those at t join the event.
   void until(double t) {
-    const std::uint32_t n0 = n_[0], n1 = n_[1];
-    at_[0] = at_[1] = 0;
-    for (double a; (a = arrival_[0][n_[0]]) <= t; ++n_[0]) at_[0] += a == t;
-    for (double a; (a = arrival_[1][n_[1]]) <= t; ++n_[1]) at_[1] += a == t;
-    if (n_[0] - at_[0] != n0 || n_[1] - at_[1] != n1 || t > last_t_) settle();
+    std::uint32_t before0, before1;
+    n_[0] = past(arrival_[0], n_[0], t, before0);
+    n_[1] = past(arrival_[1], n_[1], t, before1);
+    if ((before0 != n_[0]) | (before1 != n_[1]) | (t > last_t_)) settle(before0, before1);
     last_t_ = t;
   }
 
-  void start(const OpClass& c) {
+  void start(const OpClass& c, std::uint32_t) {
     if (c.in < kLocal) ++used_[c.input];
     if (c.phase == Phase::Forward) ++full_;
   }
 
-  void end(const OpClass& c) {
+  void end(const OpClass& c, std::uint32_t) {
     if (c.phase == Phase::Backward) --full_;
     if (c.phase == Phase::BackwardInput) --full_, ++partial_;
     if (c.phase == Phase::BackwardWeight) --partial_;
   }
 
-  void settle() {
-    const double d0 = n_[0] - at_[0] - used_[0], d1 = n_[1] - at_[1] - used_[1];
+  // Takes the peaks of the current values, with n0 and n1 messages arrived.
+  void settle(std::uint32_t n0, std::uint32_t n1) {
+    const double d0 = n0 - used_[0], d1 = n1 - used_[1];
     const double counts[4] = {static_cast<double>(full_), static_cast<double>(partial_), d0, d1};
     const double bytes[4] = {act_, wgrad_, bytes_[0], bytes_[1]};
     peak_memory_ = std::max(peak_memory_, stage_memory(static_, bytes, counts, 4));
@@ -264,10 +370,7 @@ class SimpleReplay {
     peak_[1] = std::max(peak_[1], d1);
   }
 
-  void settle_last() {
-    at_[0] = at_[1] = 0;
-    settle();
-  }
+  void settle_last() { settle(n_[0], n_[1]); }
 
   void finish(double& peak_memory, double& peak_inflight, double& last_t, std::vector<ChannelRun>& channels) const {
     last_t = last_t_;
@@ -283,7 +386,7 @@ class SimpleReplay {
   const double* arrival_[2];
   std::uint32_t channel_[2];
   double last_t_;
-  std::uint32_t n_[2] = {0, 0}, at_[2] = {0, 0}, used_[2] = {0, 0};
+  std::uint32_t n_[2] = {0, 0}, used_[2] = {0, 0};
   std::int32_t full_ = 0, partial_ = 0, peak_inflight_ = 0;
   double peak_memory_ = 0, peak_[2] = {0, 0};
 };
@@ -310,19 +413,70 @@ class Dataflow {
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ProgramChannel& pc = prog_.channels[c];
       if (!pc.unlimited) channels_[c].rate = RateCursor(*pc.spec->rate);
+      channels_[c].capacity = pc.capacity;
     }
     start_.resize(prog_.ops.size());
     end_.resize(prog_.ops.size());
-    // Each channel's arrivals followed by +inf (a sentinel for replay_levels).
-    arrival_.assign(prog_.producer.size() + channels_.size(), kInf);
+    // Each channel's arrivals followed by kArrivalPad +inf (sentinels for replay_levels).
+    arrival_.assign(prog_.producer.size() + kArrivalPad * channels_.size(), kInf);
     for (std::size_t c = 0; c < channels_.size(); ++c)
-      channels_[c].arrivals = static_cast<std::uint32_t>(prog_.channels[c].first + c);
+      channels_[c].arrivals = static_cast<std::uint32_t>(prog_.channels[c].first + kArrivalPad * c);
     consumed_at_.resize(prog_.producer.size());
+    index_terms();
+    index_deltas();
     counts_.resize(prog_.terms.size());
     std::uint32_t most_inputs = 0;
     for (const ProgramStage& ps : prog_.stages) most_inputs = std::max(most_inputs, ps.ninputs);
     inputs_.resize(most_inputs);
-    work_.reserve(S_);
+    work_.resize(S_ + 1);  // a stage is on it at most once; wake() writes one past the end
+  }
+
+  // input_terms_ and in_a_ from the messages' terms.
+  void index_terms() {
+    input_terms_.resize(channels_.size());
+    in_a_.assign(arrival_.size(), 0);
+    for (std::size_t c = 0; c < channels_.size(); ++c) {
+      const ProgramChannel& pc = prog_.channels[c];
+      const std::uint16_t* term = &prog_.msg_term[pc.first];
+      InputTerms& it = input_terms_[c];
+      it.a = it.b = pc.count > 0 ? term[0] : 0;
+      std::uint32_t* in_a = &in_a_[channels_[c].arrivals];
+      std::uint32_t n_a = 0;
+      for (std::uint32_t n = 0; n < pc.count; ++n) {
+        in_a[n] = n_a;
+        if (term[n] != it.a && it.b == it.a) it.b = term[n];
+        it.paired &= term[n] == it.a || term[n] == it.b;
+        n_a += term[n] == it.a;
+      }
+      std::fill(in_a + pc.count, in_a + pc.count + kArrivalPad, n_a);
+    }
+  }
+
+  // deltas_ from the classes, and which stages ExactReplay replays.
+  void index_deltas() {
+    deltas_.resize(prog_.classes.size());
+    exact_.assign(S_, 0);
+    for (std::uint32_t s = 0; s < S_; ++s) {
+      const ProgramStage& ps = prog_.stages[s];
+      const double* bytes = &prog_.terms[ps.terms];
+      for (std::uint32_t k = ps.classes; k < ps.classes + 4 * ps.locals; ++k) {
+        const OpClass& c = prog_.classes[k];
+        ClassDeltas& d = deltas_[k];
+        const bool consumes = c.in < kLocal;
+        d.consumes = consumes;
+        d.start = (c.phase == Phase::Forward ? bytes[c.act_term] : 0.0) - (consumes ? bytes[c.slot_term] : 0.0);
+        d.inflight_start = c.phase == Phase::Forward;
+        if (c.phase == Phase::Backward) d.end = -bytes[c.act_term];
+        if (c.phase == Phase::BackwardInput) d.end = bytes[c.act_term + 1] - bytes[c.act_term];
+        if (c.phase == Phase::BackwardWeight) d.end = -bytes[c.act_term + 1];
+        d.inflight_end = -static_cast<std::int32_t>(c.phase == Phase::Backward || c.phase == Phase::BackwardWeight);
+      }
+      // A count never exceeds the stage's ops and the messages it receives.
+      double most = ps.end - ps.begin + (ps.w_end - ps.w_begin);
+      for (std::uint32_t k = 0; k < ps.ninputs; ++k) most += prog_.channels[prog_.inputs[ps.inputs + k]].count;
+      exact_[s] = ExactReplay::fits(prog_, ps, input_terms_) &&
+                  sums_exact_in_any_order(ps.static_bytes, &prog_.terms[ps.terms], ps.nterms, most);
+    }
   }
 
   std::optional<SimResult> run() {
@@ -383,15 +537,14 @@ class Dataflow {
       st.queued = true;
       st.pending_head = st.pending_tail = st.pending;
       st.executed_end = st.executed;
-      work_.push_back(s);  // stage 0 is evaluated first
+      work_[nwork_++] = s;  // stage 0 is evaluated first
     }
     for (ChannelRun& ch : channels_) {
       ch.next = ch.consumed = 0;
       ch.free = t0;
     }
-    while (!work_.empty()) {
-      const std::uint32_t s = work_.back();
-      work_.pop_back();
+    while (nwork_ > 0) {
+      const std::uint32_t s = work_[--nwork_];
       stages_[s].queued = false;
       if (!advance_stage(s)) return false;
     }
@@ -404,12 +557,13 @@ class Dataflow {
     return true;
   }
 
+  // Puts stage s on the work list unless it is there; without a branch, since whether it
+  // is there is data.
   void wake(std::uint32_t s) {
     StageRun& st = stages_[s];
-    if (!st.queued) {
-      st.queued = true;
-      work_.push_back(s);
-    }
+    work_[nwork_] = s;
+    nwork_ += !st.queued;
+    st.queued = true;
   }
 
   // Times op i of stage s from `start`; false when its speed stays 0 forever.
@@ -476,7 +630,7 @@ class Dataflow {
       if (dynamic_w_ && !fill_w(s, ready)) return false;
       if (!run_op(s, i, c, std::max(st.free, ready))) return false;
       st.next = i + 1;
-      if (c.in < kLocal && prog_.channels[c.in].capacity > 0) {
+      if (c.in < kLocal && channels_[c.in].capacity > 0) {
         consumed_at_[prog_.channels[c.in].first + op.dep] = start_[i];
         ++channels_[c.in].consumed;
         if (!advance_channel(c.in)) return false;  // may free capacity
@@ -542,8 +696,13 @@ class Dataflow {
   std::vector<double> counts_;            // per memory term (replay_levels)
   std::vector<std::uint32_t> pending_;    // dynamic W fill: pending W ops, per stage
   std::vector<std::uint32_t> executed_;   // dynamic W fill: ops in the order they ran, per stage
-  std::vector<std::uint32_t> work_;       // stages whose input changed
+  std::vector<std::uint32_t> work_;       // stages whose input changed: the first nwork_
+  std::uint32_t nwork_ = 0;
   std::vector<ReplayInput> inputs_;       // room for a stage's input channels (replay_levels)
+  std::vector<InputTerms> input_terms_;   // per channel (PairReplay)
+  std::vector<std::uint32_t> in_a_;       // per message, laid out like arrival_ (InputTerms)
+  std::vector<ClassDeltas> deltas_;       // per class (ExactReplay)
+  std::vector<char> exact_;               // per stage: replayed by ExactReplay
 };
 
 template <class Replay>
@@ -554,12 +713,13 @@ void Dataflow::replay(std::uint32_t s, Replay r) {
   const std::uint32_t n = dynamic_w_ ? st.executed_end - st.executed : st.end - st.begin;
   for (std::uint32_t e = 0; e < n; ++e) {
     const std::uint32_t i = order ? order[e] : st.begin + e;  // the ops in the order they ran
-    const OpClass& c = ps.cls(prog_.classes, prog_.ops[i]);
+    const std::uint32_t k = prog_.ops[i].cls;
+    const OpClass& c = prog_.classes[ps.classes + k];
     r.until(start_[i]);
-    r.start(c);
+    r.start(c, k);
     if (c.phase == Phase::Forward) continue;
     r.until(end_[i]);
-    r.end(c);
+    r.end(c, k);
   }
   // Every message is consumed by an op, so nothing arrives after the last op event; the
   // final values (nothing in flight, empty buffers) are the floor of the peaks.
@@ -571,9 +731,9 @@ void Dataflow::replay_levels(std::uint32_t s) {
   const ProgramStage& ps = prog_.stages[s];
   const double last_t = stages_[s].last_t;
   if (SimpleReplay::fits(prog_, ps)) return replay(s, SimpleReplay(prog_, ps, arrival_, channels_, last_t));
-  if (ps.ninputs <= 2 && ps.nterms <= 8)  // two model stages, as on a V
-    return replay(s, StageReplay<2, 8>(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));
-  replay(s, StageReplay<0, 0>(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));
+  if (exact_[s])
+    return replay(s, ExactReplay(prog_, ps, arrival_, in_a_, input_terms_, &deltas_[ps.classes], channels_, last_t));
+  replay(s, StageReplay(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // The dataflow evaluator against the event engine: the same numbers to the last bit, on
 // seeded random scenarios whose values are not exactly representable (so that a
-// different order of floating-point operations would show), with traces, capacities,
-// latencies, speed traces, stage timing traces, a late start, and orders that deadlock.
+// different order of floating-point operations would show) or, for bytes, whole numbers
+// half of the time (memory as a running total), with traces, capacities, latencies, speed
+// traces, stage timing traces, a late start, and orders that deadlock.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -20,14 +22,16 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
   Rng rng(seed);
   const int S = rng.range(1, 8);
   const int M = rng.range(1, 24);
+  const bool whole = rng.chance(0.5);
+  auto bytes = [&](double most) { return whole ? std::floor(most * rng.uniform()) : most * rng.uniform(); };
   std::vector<sim::StageParams> st(S);
   for (auto& p : st) {
     p.fwd = 0.05 + rng.uniform();
     p.bwd = 0.05 + 2 * rng.uniform();
-    p.act = 1e6 * rng.uniform() + 0.3;
-    p.out = 1e3 * rng.uniform();
-    p.gout = rng.chance(0.1) ? 0.0 : 1e3 * rng.uniform();
-    p.static_bytes = 1e9 * rng.uniform();
+    p.act = bytes(1e6) + (whole ? 1 : 0.3);
+    p.out = bytes(1e3);
+    p.gout = rng.chance(0.1) ? 0.0 : bytes(1e3);
+    p.static_bytes = bytes(1e9);
     p.opt = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.1;
   }
   sim::Network net = sim::Network::uniform(S, std::nullopt);
@@ -64,12 +68,13 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
 }
 
 TEST(Dataflow, SameNumbersAsTheEventEngine) {
-  int timed = 0, capacity = 0;
+  int timed = 0, capacity = 0, whole = 0;
   for (std::uint64_t seed = 1; seed <= 400; ++seed) {
     std::string desc;
     const sim::Scenario sc = rough_case(seed, desc);
     SCOPED_TRACE(desc);
     timed += !sc.op_timings.empty();
+    whole += sc.model_stages[0].act == std::floor(sc.model_stages[0].act);
     for (int s = 0; s + 1 < sc.num_stages(); ++s) capacity += sc.network.channel(s, s + 1).capacity > 0;
     const auto events = sim::simulate(sc, {.evaluator = Evaluator::Events});
     const auto dataflow = sim::simulate(sc, {.evaluator = Evaluator::Dataflow});
@@ -78,6 +83,26 @@ TEST(Dataflow, SameNumbersAsTheEventEngine) {
   }
   EXPECT_GT(timed, 60);
   EXPECT_GT(capacity, 200);
+  EXPECT_GT(whole, 150);
+}
+
+// When memory may be kept as a running total: every sum exact, so in any order.
+TEST(Dataflow, MemorySumsExactInAnyOrder) {
+  const double whole[] = {120e6, 7, 0, 3e9};
+  EXPECT_TRUE(sim::sums_exact_in_any_order(6e9, whole, 4, 2048));
+  const double halves[] = {0.5, 1.25, 3};  // multiples of 2^-2
+  EXPECT_TRUE(sim::sums_exact_in_any_order(1.5, halves, 3, 1e6));
+  const double tenth[] = {1e6, 0.1};  // 0.1 is no multiple of a power of two that fits
+  EXPECT_FALSE(sim::sums_exact_in_any_order(0, tenth, 2, 10));
+  const double big[] = {std::ldexp(1.0, 40), 1};  // units of 1 byte: 2^40 x 2^12 reaches 2^52 of them
+  EXPECT_TRUE(sim::sums_exact_in_any_order(0, big, 2, 2047));
+  EXPECT_FALSE(sim::sums_exact_in_any_order(0, big, 2, 4096));
+  EXPECT_TRUE(sim::sums_exact_in_any_order(0, big, 1, 4096));  // units of 2^40 bytes: 2^12 of them
+  const double bad[] = {-1, std::nan("")};
+  EXPECT_FALSE(sim::sums_exact_in_any_order(0, bad, 1, 1));
+  EXPECT_FALSE(sim::sums_exact_in_any_order(0, bad + 1, 1, 1));
+  EXPECT_FALSE(sim::sums_exact_in_any_order(0.3, whole, 4, 1));
+  EXPECT_TRUE(sim::sums_exact_in_any_order(0, nullptr, 0, 1));  // nothing but zeros
 }
 
 // The worked example of docs/model.md through the dataflow evaluator explicitly (the default,
