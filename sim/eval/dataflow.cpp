@@ -699,7 +699,7 @@ class Dataflow {
   std::vector<std::uint32_t> work_;       // stages whose input changed: the first nwork_
   std::uint32_t nwork_ = 0;
   std::vector<ReplayInput> inputs_;       // room for a stage's input channels (replay_levels)
-  std::vector<InputTerms> input_terms_;   // per channel (PairReplay)
+  std::vector<InputTerms> input_terms_;   // per channel (ExactReplay)
   std::vector<std::uint32_t> in_a_;       // per message, laid out like arrival_ (InputTerms)
   std::vector<ClassDeltas> deltas_;       // per class (ExactReplay)
   std::vector<char> exact_;               // per stage: replayed by ExactReplay
