@@ -17,6 +17,32 @@ using testing::HasSubstr;
 
 using testutil::input_error;
 
+// `load(path)` throws an InputError "PATH: FIELD: ..." that contains `what`.
+void expect_names_field(const std::function<void(const std::filesystem::path&)>& load,
+                        const std::filesystem::path& path, const char* field, const char* what) {
+  EXPECT_THAT(input_error([&] { load(path); }),
+              AllOf(HasSubstr(path.string() + ": " + field + ": "), HasSubstr(what)));
+}
+
+// A bad document and what the loader's message must name.
+struct BadDoc {
+  const char* label;
+  const char* doc;
+  const char* field;
+  const char* what;
+};
+
+// Each case's document written to `name` in a fresh directory: `load` refuses it naming
+// the file and the field (expect_names_field).
+void expect_each_names_field(const std::vector<BadDoc>& cases, const std::string& name,
+                             const std::function<void(const std::filesystem::path&)>& load) {
+  TempDir dir;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    expect_names_field(load, dir.write(name, std::string(c.doc)), c.field, c.what);
+  }
+}
+
 // ---------------------------------------------------------------------------------
 // Pipeline files
 
@@ -185,9 +211,8 @@ TEST(PipelineFile, BadInputNamesFileAndField) {
     SCOPED_TRACE(c.label);
     json doc = good_pipeline();
     c.edit(doc);
-    const auto path = dir.write("pipe.json", doc);
-    EXPECT_THAT(input_error([&] { sim::load_pipeline(path); }),
-                AllOf(HasSubstr(path.string() + ": " + c.field + ": "), HasSubstr(c.what)));
+    expect_names_field([](const auto& path) { sim::load_pipeline(path); }, dir.write("pipe.json", doc), c.field,
+                       c.what);
   }
   // The root must be an object.
   const auto path = dir.write("pipe.json", std::string("[1, 2]"));
@@ -345,15 +370,8 @@ TEST(NetworkFile, ReadOnceBoundToAnyStageCountSharingItsTraces) {
   EXPECT_THAT(input_error([&] { spec.bind(2); }), HasSubstr("channels[0].to: stage 2 does not exist"));
 }
 
-struct BadNetwork {
-  const char* label;
-  const char* doc;
-  const char* field;
-  const char* what;
-};
-
 TEST(NetworkFile, BadInputNamesFileAndField) {
-  const std::vector<BadNetwork> cases{
+  const std::vector<BadDoc> cases{
       {"negative default rate", R"({"default": {"constant": -1}})", "default.constant", ">= 0"},
       {"negative channel rate", R"({"channels": [{"from": 0, "to": 1, "rate": {"points": [[0, 1], [2, -3]]}}]})",
        "channels[0].rate.points[1][1]", ">= 0"},
@@ -396,13 +414,7 @@ TEST(NetworkFile, BadInputNamesFileAndField) {
       {"negative speed", R"({"stages": [{"stage": 0, "speed": {"constant": -2}}]})", "stages[0].speed.constant",
        ">= 0"},
   };
-  TempDir dir;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.label);
-    const auto path = dir.write("net.json", std::string(c.doc));
-    EXPECT_THAT(input_error([&] { sim::load_network(path, 3); }),
-                AllOf(HasSubstr(path.string() + ": " + c.field + ": "), HasSubstr(c.what)));
-  }
+  expect_each_names_field(cases, "net.json", [](const auto& path) { sim::load_network(path, 3); });
 }
 
 // ---------------------------------------------------------------------------------
@@ -424,15 +436,8 @@ TEST(ScheduleFile, LoadsStringsAndObjects) {
   EXPECT_EQ(s.stages, sim::make_named("1f1b", 2, 2, std::nullopt).stages);
 }
 
-struct BadSchedule {
-  const char* label;
-  const char* doc;
-  const char* field;
-  const char* what;
-};
-
 TEST(ScheduleFile, BadInputNamesFileAndField) {
-  const std::vector<BadSchedule> cases{
+  const std::vector<BadDoc> cases{
       {"missing op", R"({"stages": [["F0", "F1", "B0", "B1"], ["F0", "B0", "F1"]]})", "stages[1]", "misses B1"},
       {"repeated op", R"({"stages": [["F0", "F1", "F0", "B0", "B1"], ["F0", "B0", "F1", "B1"]]})", "stages[0][2]",
        "F0 is repeated"},
@@ -459,13 +464,7 @@ TEST(ScheduleFile, BadInputNamesFileAndField) {
       {"stage not an array", R"({"stages": [["F0", "F1", "B0", "B1"], "F0 B0 F1 B1"]})", "stages[1]",
        "must be an array"},
   };
-  TempDir dir;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.label);
-    const auto path = dir.write("order.json", std::string(c.doc));
-    EXPECT_THAT(input_error([&] { sim::load_schedule_file(path, 2, 2); }),
-                AllOf(HasSubstr(path.string() + ": " + c.field + ": "), HasSubstr(c.what)));
-  }
+  expect_each_names_field(cases, "order.json", [](const auto& path) { sim::load_schedule_file(path, 2, 2); });
 }
 
 }  // namespace
