@@ -263,6 +263,14 @@ TEST(JsonField, TypedReads) {
 // ---------------------------------------------------------------------------------
 // Network files
 
+// The channel from -> to of `net`, which must say that it is.
+const sim::ChannelSpec& channel_checked(const sim::Network& net, int from, int to) {
+  const sim::ChannelSpec& c = net.channel(from, to);
+  EXPECT_EQ(c.from, from);
+  EXPECT_EQ(c.to, to);
+  return c;
+}
+
 TEST(NetworkFile, Loads) {
   TempDir dir;
   const auto path = dir.write("net.json", json::parse(R"({
@@ -280,33 +288,25 @@ TEST(NetworkFile, Loads) {
   const auto net = sim::load_network(path, 3);
   EXPECT_EQ(net.source, path.string());
   EXPECT_EQ(net.num_stages(), 3);
-  const auto& f01 = net.channel(0, 1);
-  EXPECT_EQ(f01.from, 0);
-  EXPECT_EQ(f01.to, 1);
+  const auto& f01 = channel_checked(net, 0, 1);
   EXPECT_FALSE(f01.unlimited());
   EXPECT_TRUE(f01.rate->is_constant());
   EXPECT_DOUBLE_EQ(f01.rate->value_at(3), 2.0);
   EXPECT_DOUBLE_EQ(f01.latency_s, 0.25);
   EXPECT_EQ(f01.capacity, 0);
 
-  const auto& f12 = net.channel(1, 2);
-  EXPECT_EQ(f12.from, 1);
-  EXPECT_EQ(f12.to, 2);
+  const auto& f12 = channel_checked(net, 1, 2);
   EXPECT_EQ(f12.rate->size(), 3u);
   EXPECT_DOUBLE_EQ(f12.rate->value_at(15), 0.25);
   EXPECT_DOUBLE_EQ(f12.latency_s, 0.25);
 
-  const auto& b21 = net.channel(2, 1);
-  EXPECT_EQ(b21.from, 2);
-  EXPECT_EQ(b21.to, 1);
+  const auto& b21 = channel_checked(net, 2, 1);
   EXPECT_DOUBLE_EQ(b21.rate->repeat_s(), 2.0);
   EXPECT_DOUBLE_EQ(b21.rate->value_at(2.5), 3.0);
   EXPECT_EQ(b21.capacity, 4);
   EXPECT_DOUBLE_EQ(b21.latency_s, 1.5);
 
-  const auto& b10 = net.channel(1, 0);
-  EXPECT_EQ(b10.from, 1);
-  EXPECT_EQ(b10.to, 0);
+  const auto& b10 = channel_checked(net, 1, 0);
   EXPECT_FALSE(b10.unlimited());  // the default rate
   EXPECT_DOUBLE_EQ(b10.rate->value_at(0), 2.0);
   EXPECT_EQ(b10.capacity, 1);
