@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <nlohmann/json.hpp>
 
 #include "planner.h"
@@ -36,10 +37,14 @@ namespace fs = std::filesystem;
 namespace sim = adagrouper::sim;
 namespace planner = adagrouper::planner;
 using adagrouper::InputError;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
 using testutil::Rng;
 using testutil::TempDir;
 
 inline const fs::path kRoot = SOURCE_ROOT;
+// A shipped pipeline more than one test file runs (paths from the source root).
+inline const std::string kUnet = "configs/pipelines/unet-4stage-v100.json";
 
 
 // A bandwidth or speed trace: constant, or piecewise (zero segments allowed) with a

@@ -18,7 +18,6 @@ namespace plantest {
 namespace {
 
 using Kind = planner::ProgramEntry::Kind;
-using ::testing::HasSubstr;
 
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
