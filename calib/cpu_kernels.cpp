@@ -248,16 +248,24 @@ class CpuKernels final : public Kernels {
     });
   }
 
+  // Calls row(w, p, o) for every token t: where the rows of its id in wte, of its
+  // position t % seq in wpe and of t in the activations start (rows of `hidden` elements).
+  template <class Row>
+  static void for_each_token(const std::int32_t* ids, int tokens, int seq, int hidden, Row&& row) {
+    const std::size_t H = static_cast<std::size_t>(hidden);
+    for (int t = 0; t < tokens; ++t)
+      row(static_cast<std::size_t>(ids[t]) * H, static_cast<std::size_t>(t % seq) * H,
+          static_cast<std::size_t>(t) * H);
+  }
+
   void embedding_forward(const std::int32_t* ids, const void* wte, const void* wpe, void* out, int tokens, int seq,
                          int hidden, Elem e) override {
     dispatch(e, [&](auto tag) {
       using T = decltype(tag);
       const std::size_t H = static_cast<std::size_t>(hidden);
-      for (int t = 0; t < tokens; ++t) {
-        const std::size_t w = static_cast<std::size_t>(ids[t]) * H, p = static_cast<std::size_t>(t % seq) * H,
-                          o = static_cast<std::size_t>(t) * H;
+      for_each_token(ids, tokens, seq, hidden, [&](std::size_t w, std::size_t p, std::size_t o) {
         for (std::size_t j = 0; j < H; ++j) st<T>(out, o + j, ld<T>(wte, w + j) + ld<T>(wpe, p + j));
-      }
+      });
     });
   }
 
@@ -266,15 +274,13 @@ class CpuKernels final : public Kernels {
     dispatch(e, [&](auto tag) {
       using T = decltype(tag);
       const std::size_t H = static_cast<std::size_t>(hidden);
-      for (int t = 0; t < tokens; ++t) {
-        const std::size_t w = static_cast<std::size_t>(ids[t]) * H, p = static_cast<std::size_t>(t % seq) * H,
-                          o = static_cast<std::size_t>(t) * H;
+      for_each_token(ids, tokens, seq, hidden, [&](std::size_t w, std::size_t p, std::size_t o) {
         for (std::size_t j = 0; j < H; ++j) {
           const float g = ld<T>(dout, o + j);
           dwte[w + j] += g;
           dwpe[p + j] += g;
         }
-      }
+      });
     });
   }
 

@@ -131,6 +131,20 @@ struct Arch {
   int global_batch_size = 0;         // recorded in the model file
 };
 
+// The integer hyperparameters of Arch by the names of their options ("seq-len"; in the
+// model file's "architecture", "seq_len"), in the order `adagrouper model` applies them.
+struct ArchInt {
+  std::string_view option;
+  int Arch::*member;
+};
+inline constexpr ArchInt kArchInts[] = {
+    {"layers", &Arch::layers}, {"hidden", &Arch::hidden}, {"heads", &Arch::heads}, {"seq-len", &Arch::seq_len},
+    {"vocab", &Arch::vocab}, {"latent", &Arch::latent}, {"in-channels", &Arch::in_channels},
+    {"layers-per-block", &Arch::layers_per_block}, {"context-len", &Arch::context_len},
+    {"context-dim", &Arch::context_dim}, {"time-embed-dim", &Arch::time_embed_dim},
+    {"encoder-layers", &Arch::encoder_layers}, {"decoder-layers", &Arch::decoder_layers},
+    {"target-len", &Arch::target_len}, {"global-batch-size", &Arch::global_batch_size}};
+
 // The presets: gpt2-xl, gpt3-2.7b, gpt3-6.7b, bert-48, sd-unet, gnmt-16. Throws
 // InputError naming `what` for an unknown name.
 Arch arch_preset(std::string_view name, const std::string& what = "--preset");

@@ -2,7 +2,10 @@
 //
 // The generators are in model_transformer.cpp, model_unet.cpp and model_gnmt.cpp;
 // docs/formats.md, "Model file".
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -33,6 +36,28 @@ LayerPoint point(int b, const Costs& c) {
 
 void require_positive(int v, const char* option, const std::string& arch) {
   if (v < 1) throw InputError(fmt::format("--{}: must be >= 1 for --arch {}, got {}", option, arch, v));
+}
+
+namespace {
+
+int Arch::*arch_int(std::string_view option) {
+  for (const auto& [name, member] : kArchInts)
+    if (name == option) return member;
+  throw std::logic_error(fmt::format("no integer hyperparameter --{}", option));
+}
+
+}  // namespace
+
+void require_positive(const Arch& a, std::span<const std::string_view> options) {
+  for (const std::string_view o : options) require_positive(a.*arch_int(o), std::string(o).c_str(), a.arch);
+}
+
+void record_ints(nlohmann::ordered_json& architecture, const Arch& a, std::span<const std::string_view> options) {
+  for (const std::string_view o : options) {
+    std::string key(o);
+    std::replace(key.begin(), key.end(), '-', '_');
+    architecture[key] = a.*arch_int(o);
+  }
 }
 
 }  // namespace model_generator

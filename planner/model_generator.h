@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,6 +49,13 @@ LayerPoint point(int b, const Costs& c);
 
 // Throws InputError "--OPTION: must be >= 1 for --arch ARCH" when v < 1.
 void require_positive(int v, const char* option, const std::string& arch);
+
+// The same for each of a's integer hyperparameters named in `options` (kArchInts), in order.
+void require_positive(const Arch& a, std::span<const std::string_view> options);
+
+// Records those hyperparameters in `architecture`, in order, under their names with '_'
+// for '-'.
+void record_ints(nlohmann::ordered_json& architecture, const Arch& a, std::span<const std::string_view> options);
 
 // What every architecture's generator reads.
 struct Generation {

@@ -127,15 +127,10 @@ class Gnmt {
 
 void generate_gnmt(Model& m, const Generation& g) {
   const Arch& a = g.arch;
-  require_positive(a.encoder_layers, "encoder-layers", a.arch);
-  require_positive(a.decoder_layers, "decoder-layers", a.arch);
-  require_positive(a.hidden, "hidden", a.arch);
-  require_positive(a.vocab, "vocab", a.arch);
-  require_positive(a.seq_len, "seq-len", a.arch);
-  require_positive(a.target_len, "target-len", a.arch);
-  auto& arch = m.architecture;
-  arch["encoder_layers"] = a.encoder_layers, arch["decoder_layers"] = a.decoder_layers, arch["hidden"] = a.hidden;
-  arch["vocab"] = a.vocab, arch["seq_len"] = a.seq_len, arch["target_len"] = a.target_len, arch["dtype"] = g.dtype;
+  const std::string_view ints[] = {"encoder-layers", "decoder-layers", "hidden", "vocab", "seq-len", "target-len"};
+  require_positive(a, ints);
+  record_ints(m.architecture, a, ints);
+  m.architecture["dtype"] = g.dtype;
   Gnmt(g).add_layers(m);
   m.description = fmt::format(
       "LSTM sequence-to-sequence model (GNMT): {} encoder layers (the first bidirectional), {} decoder layers "

@@ -123,16 +123,13 @@ void add_gpt_head(Model& m, const Generation& g) {
 
 void check_and_record(Model& m, const Generation& g) {
   const Arch& a = g.arch;
-  require_positive(a.layers, "layers", a.arch);
-  require_positive(a.hidden, "hidden", a.arch);
-  require_positive(a.heads, "heads", a.arch);
-  require_positive(a.seq_len, "seq-len", a.arch);
-  require_positive(a.vocab, "vocab", a.arch);
+  const std::string_view ints[] = {"layers", "hidden", "heads", "seq-len", "vocab"};
+  require_positive(a, ints);
   if (a.hidden % a.heads != 0)
     throw InputError(fmt::format("--heads: {} heads do not divide the hidden size {}", a.heads, a.hidden));
   auto& arch = m.architecture;
-  arch["layers"] = a.layers, arch["hidden"] = a.hidden, arch["heads"] = a.heads, arch["seq_len"] = a.seq_len;
-  arch["vocab"] = a.vocab, arch["dtype"] = g.dtype, arch["recompute"] = a.recompute;
+  record_ints(arch, a, ints);
+  arch["dtype"] = g.dtype, arch["recompute"] = a.recompute;
 }
 
 }  // namespace

@@ -223,13 +223,10 @@ void add_layers(Model& m, const Generation& g) {
 
 void check_and_record(Model& m, const Generation& g) {
   const Arch& a = g.arch;
-  require_positive(a.latent, "latent", a.arch);
-  require_positive(a.in_channels, "in-channels", a.arch);
-  require_positive(a.layers_per_block, "layers-per-block", a.arch);
-  require_positive(a.heads, "heads", a.arch);
-  require_positive(a.context_len, "context-len", a.arch);
-  require_positive(a.context_dim, "context-dim", a.arch);
-  require_positive(a.time_embed_dim, "time-embed-dim", a.arch);
+  const std::string_view levels[] = {"latent", "in-channels"};
+  const std::string_view blocks[] = {"layers-per-block", "heads", "context-len", "context-dim", "time-embed-dim"};
+  require_positive(a, levels);
+  require_positive(a, blocks);
   if (a.channels.empty()) throw InputError("--channels: give the channels of every level (e.g. 320,640,1280,1280)");
   for (int c : a.channels) require_positive(c, "channels", a.arch);
   if (a.attention.size() != a.channels.size())
@@ -238,10 +235,10 @@ void check_and_record(Model& m, const Generation& g) {
   if (a.latent % (1 << (a.channels.size() - 1)) != 0)
     throw InputError(fmt::format("--latent: {} cannot be halved {} times", a.latent, a.channels.size() - 1));
   auto& arch = m.architecture;
-  arch["latent"] = a.latent, arch["in_channels"] = a.in_channels, arch["channels"] = a.channels;
-  arch["attention_levels"] = a.attention, arch["layers_per_block"] = a.layers_per_block, arch["heads"] = a.heads;
-  arch["context_len"] = a.context_len, arch["context_dim"] = a.context_dim;
-  arch["time_embed_dim"] = a.time_embed_dim, arch["dtype"] = g.dtype;
+  record_ints(arch, a, levels);
+  arch["channels"] = a.channels, arch["attention_levels"] = a.attention;
+  record_ints(arch, a, blocks);
+  arch["dtype"] = g.dtype;
 }
 
 }  // namespace

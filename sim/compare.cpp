@@ -201,29 +201,35 @@ PlannedRun load_planned_run(const std::string& path, std::optional<int> candidat
   return run;
 }
 
+namespace {
+
+// Calls f(name, summary's member, comparison's member) for each field that says which run
+// a summary describes: the two summaries compared must agree on them, and the comparison
+// carries them.
+template <class F>
+void for_each_run_field(F&& f) {
+  f("schedule", &Summary::schedule, &Comparison::schedule);
+  f("k", &Summary::k, &Comparison::k);
+  f("micro_batch_size", &Summary::micro_batch_size, &Comparison::micro_batch_size);
+  f("micro_batches", &Summary::micro_batches, &Comparison::micro_batches);
+  f("stages", &Summary::stages, &Comparison::stages);
+  f("virtual_stages", &Summary::virtual_stages, &Comparison::virtual_stages);
+}
+
+}  // namespace
+
 Comparison compare(const Summary& p, const Summary& m) {
-  auto mismatch = [&](const char* field, const auto& a, const auto& b) {
-    if (a != b)
+  for_each_run_field([&](const char* field, auto of_summary, auto) {
+    if (p.*of_summary != m.*of_summary)
       throw InputError(fmt::format("{}: {}: {} does not match {} in {}: the files describe different runs",
-                                   m.source, field, b, a, p.source));
-  };
-  mismatch("schedule", p.schedule, m.schedule);
-  mismatch("k", p.k, m.k);
-  mismatch("micro_batch_size", p.micro_batch_size, m.micro_batch_size);
-  mismatch("micro_batches", p.micro_batches, m.micro_batches);
-  mismatch("stages", p.stages, m.stages);
-  mismatch("virtual_stages", p.virtual_stages, m.virtual_stages);
+                                   m.source, field, m.*of_summary, p.*of_summary, p.source));
+  });
 
   Comparison c;
   c.label = p.label();
   c.predicted_source = p.source;
   c.measured_source = m.source;
-  c.schedule = p.schedule;
-  c.k = p.k;
-  c.micro_batch_size = p.micro_batch_size;
-  c.micro_batches = p.micro_batches;
-  c.stages = p.stages;
-  c.virtual_stages = p.virtual_stages;
+  for_each_run_field([&](const char*, auto of_summary, auto of_comparison) { c.*of_comparison = p.*of_summary; });
   c.iterations_predicted = p.iterations;
   c.iterations_measured = m.iterations;
   const std::size_t n = std::min(p.iteration_times_s.size(), m.iteration_times_s.size());

@@ -6,9 +6,7 @@ Run `python3 configs/pipelines/derive_gpt.py` to rewrite the JSON next to this
 script (`--print` shows the table only). Every number comes from the constants
 below; the model is analytic (no measurement), see DESCRIPTION.
 """
-import json
-import os
-import sys
+from derive_common import sig, write_here
 
 # ---- model: GPT-3 2.7B shape (Brown et al. 2020, table 2.1) -------------------
 LAYERS = 32
@@ -62,14 +60,6 @@ HEAD_ELEM_FWD = 4 * s * h + 20 * s * V        # final LN; fp32 softmax cross-ent
 HEAD_ELEM_BWD = 8 * s * h + 8 * s * V
 
 MESSAGE = s * h * 2                           # fp16 hidden states [b, s, h]
-
-
-def sig(x, digits=4):
-    """x rounded to `digits` significant digits."""
-    if x == 0:
-        return 0
-    from math import floor, log10
-    return round(x, digits - 1 - int(floor(log10(abs(x)))))
 
 
 def stage_numbers(stage, b):
@@ -157,20 +147,6 @@ def build():
     }
 
 
-def dumps(value, indent=0, width=140):
-    """JSON with short objects and arrays on one line."""
-    flat = json.dumps(value)
-    if len(flat) + indent <= width or not isinstance(value, (dict, list)):
-        return flat
-    pad = " " * (indent + 2)
-    if isinstance(value, dict):
-        items = [f"{pad}{json.dumps(k)}: {dumps(v, indent + 2, width)}"
-                 for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
-    items = [pad + dumps(v, indent + 2, width) for v in value]
-    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
-
-
 def table(doc):
     print(f"{'stage':>5} {'b':>2} {'fwd_s':>8} {'bwd_s':>8} {'act_GB':>7} {'out_MB':>7} {'static_GB':>9} {'opt_s':>7}")
     for i, st in enumerate(doc["stages"]):
@@ -183,11 +159,7 @@ def table(doc):
 def main():
     doc = build()
     table(doc)
-    if "--print" not in sys.argv[1:]:
-        out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpt-8stage-v100.json")
-        with open(out, "w") as f:
-            f.write(dumps(doc) + "\n")
-        print(f"wrote {out}")
+    write_here(doc, "gpt-8stage-v100.json", width=140)
 
 
 if __name__ == "__main__":

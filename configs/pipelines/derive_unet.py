@@ -11,10 +11,9 @@ traffic, saved activations and a kernel count, and the unit sequence is cut into
 4 contiguous stages that minimise the slowest stage at b = 4. Skip connections
 that cross a cut travel in that boundary's message.
 """
-import json
-import os
 import sys
-from math import floor, log10
+
+from derive_common import sig, write_here
 
 # ---- model: Stable Diffusion v1 UNet2DConditionModel -----------------------------
 LATENT = 64                     # 64x64x4 latents (512x512 images)
@@ -41,12 +40,6 @@ MEMORY_LIMIT = 32 * 2**30
 STATIC_OVERHEAD = 1.0e9
 BYTES_PER_PARAM = 20    # 16 for mixed-precision Adam + 4 for an fp32 EMA copy
 OPT_BYTES_PER_PARAM = 50  # Adam (38) + EMA update (12) HBM traffic
-
-
-def sig(x, digits=4):
-    if x == 0:
-        return 0
-    return round(x, digits - 1 - int(floor(log10(abs(x)))))
 
 
 class Unit:
@@ -265,19 +258,6 @@ def build():
     return doc, units, cuts
 
 
-def dumps(value, indent=0, width=150):
-    """JSON with short objects and arrays on one line."""
-    flat = json.dumps(value)
-    if len(flat) + indent <= width or not isinstance(value, (dict, list)):
-        return flat
-    pad = " " * (indent + 2)
-    if isinstance(value, dict):
-        items = [f"{pad}{json.dumps(k)}: {dumps(v, indent + 2, width)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
-    items = [pad + dumps(v, indent + 2, width) for v in value]
-    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
-
-
 def main():
     doc, units, cuts = build()
     if "--units" in sys.argv[1:]:
@@ -293,11 +273,7 @@ def main():
                   f"{e['activation_bytes'] / 1e9:>7.3f} {e.get('output_bytes', 0) / 1e6:>7.2f} "
                   f"{e.get('grad_output_bytes', 0) / 1e6:>7.2f} {st['static_bytes'] / 1e9:>9.3f} "
                   f"{st['optimizer_s']:>7.4f}")
-    if "--print" not in sys.argv[1:]:
-        out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unet-4stage-v100.json")
-        with open(out, "w") as f:
-            f.write(dumps(doc) + "\n")
-        print(f"wrote {out}")
+    write_here(doc, "unet-4stage-v100.json", width=150)
 
 
 if __name__ == "__main__":

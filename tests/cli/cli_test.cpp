@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../common/cli_runner.h"
+#include "../common/cli_fixture.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,18 +27,9 @@ namespace {
 using clirunner::Outcome;
 using clirunner::slurp;
 
-class Cli : public ::testing::Test {
+class Cli : public clirunner::DirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("adagrouper-cli-") + info->name() + "-" +
-                                        std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Runs `adagrouper ARGS` from the source root.
-  Outcome run(const std::string& args) { return clirunner::run_adagrouper(args, dir_); }
+  Cli() : DirTest("adagrouper-cli-") {}
 
   fs::path write(const std::string& name, const std::string& text) {
     const fs::path p = dir_ / name;
@@ -49,17 +40,9 @@ class Cli : public ::testing::Test {
   // A bad-input run: exit 2, one line on stderr containing every expected piece, and
   // no output file left behind.
   void expect_bad(const std::string& args, const std::vector<std::string>& pieces) {
-    const fs::path out = dir_ / "summary.json";
-    const Outcome r = run(args + " --output '" + out.string() + "'");
-    EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    for (const auto& p : pieces) EXPECT_THAT(r.err, HasSubstr(p)) << args;
-    EXPECT_FALSE(fs::exists(out));
-    for (const auto& e : fs::directory_iterator(dir_))
-      EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "temporary left: " << e.path();
+    expect_refused_without_output(args, pieces, "summary.json");
+    expect_no_temporaries();
   }
-
-  fs::path dir_;
 };
 
 const std::string kToy = "simulate --pipeline configs/examples/toy-4.json ";

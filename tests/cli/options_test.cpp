@@ -12,7 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "../common/cli_runner.h"
+#include "../common/cli_fixture.h"
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -28,30 +28,16 @@ const std::string kToy =
 const std::string kToyPlan = "plan --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json";
 const std::string kTrace = "traces/data/periodic-50pct-10s.json";
 
-class OptionValues : public ::testing::Test {
+class OptionValues : public clirunner::DirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("adagrouper-options-") + info->name() + "-" +
-                                        std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  OptionValues() : DirTest("adagrouper-options-") {}
 
-  Outcome run(const std::string& args) { return clirunner::run_adagrouper(args, dir_); }
-
-  // Exit 2 and one line on stderr that names `option`.
+  // Exit 2 and one line on stderr that names `option` (and contains `more`, if given).
   void expect_refused(const std::string& args, const std::string& option, const std::string& more = "") {
-    const Outcome r = run(args);
-    EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
-    EXPECT_THAT(r.err, HasSubstr(option)) << args;
-    if (!more.empty()) {
-      EXPECT_THAT(r.err, HasSubstr(more)) << args;
-    }
+    std::vector<std::string> pieces{option};
+    if (!more.empty()) pieces.push_back(more);
+    expect_one_line_error(args, pieces);
   }
-
-  fs::path dir_;
 };
 
 }  // namespace

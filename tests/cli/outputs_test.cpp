@@ -21,7 +21,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "../common/cli_runner.h"
+#include "../common/cli_fixture.h"
 #include "error.h"
 #include "io.h"
 
@@ -36,28 +36,14 @@ const std::string kToy =
     "simulate --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json --schedule kfkb "
     "--k 2 -b 1";
 
-class Outputs : public ::testing::Test {
+class Outputs : public clirunner::DirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("adagrouper-outputs-") + info->name() + "-" +
-                                        std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  Outputs() : DirTest("adagrouper-outputs-") {}
 
-  Outcome run(const std::string& args) { return clirunner::run_adagrouper(args, dir_); }
   std::string at(const std::string& name) const { return (dir_ / name).string(); }
   std::string q(const std::string& name) const { return "'" + at(name) + "'"; }
   void write(const std::string& name, const std::string& text) const { std::ofstream(dir_ / name) << text; }
 
-  // No FILE.tmp.PID left anywhere in the directory.
-  void expect_no_temporaries() const {
-    for (const auto& e : fs::recursive_directory_iterator(dir_))
-      EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "temporary left: " << e.path();
-  }
-
-  fs::path dir_;
 };
 
 // One command of each kind with everything but its output option; `output` is the

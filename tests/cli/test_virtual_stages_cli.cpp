@@ -9,37 +9,24 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "../common/cli_runner.h"
+#include "../common/cli_fixture.h"
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 namespace {
 
-class VirtualStagesCli : public ::testing::Test {
+class VirtualStagesCli : public clirunner::DirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           (std::string("adagrouper-vs-") + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
-            std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  clirunner::Outcome run(const std::string& args) { return clirunner::run_adagrouper(args, dir_); }
+  VirtualStagesCli() : DirTest("adagrouper-vs-") {}
   fs::path write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
     return dir_ / name;
   }
   // Exit 2, one line naming every piece, no output file left.
   void expect_bad(const std::string& args, const std::vector<std::string>& pieces) {
-    const fs::path out = dir_ / "out.json";
-    const auto r = run(args + " --output '" + out.string() + "'");
-    EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    for (const auto& p : pieces) EXPECT_THAT(r.err, HasSubstr(p)) << args;
-    EXPECT_FALSE(fs::exists(out));
+    expect_refused_without_output(args, pieces, "out.json");
   }
-  fs::path dir_;
 };
 
 const std::string kToy8 = "simulate --pipeline configs/examples/toy-8.json --network configs/examples/toy-net-0.5s.json -b 1 ";

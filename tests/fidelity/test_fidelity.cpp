@@ -613,14 +613,19 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
     }
   }
 
+  // simulate of the plan's chosen schedule, two iterations, writing what `output` (an
+  // option and its file) names.
+  const auto simulate_chosen = [&](const std::string& output) {
+    return clirunner::run_adagrouper(
+        fmt::format("simulate --pipeline configs/fidelity/pipeline-2.json --network configs/fidelity/net-200mbit.json "
+                    "--schedule {} {} --micro-batch-size {} --iterations 2 {}",
+                    plan["chosen"]["schedule"].get<std::string>(),
+                    plan["chosen"]["schedule"] == "kfkb" ? fmt::format("--k {}", plan["chosen"]["k"].get<int>()) : "",
+                    plan["chosen"]["micro_batch_size"].get<int>(), output),
+        tmp.path());
+  };
   // The measured summary has the fields of simulate's, in the same order.
-  r = clirunner::run_adagrouper(
-      fmt::format("simulate --pipeline configs/fidelity/pipeline-2.json --network configs/fidelity/net-200mbit.json "
-                  "--schedule {} {} --micro-batch-size {} --iterations 2 --output {}",
-                  plan["chosen"]["schedule"].get<std::string>(),
-                  plan["chosen"]["schedule"] == "kfkb" ? fmt::format("--k {}", plan["chosen"]["k"].get<int>()) : "",
-                  plan["chosen"]["micro_batch_size"].get<int>(), sim_out.string()),
-      tmp.path());
+  r = simulate_chosen("--output " + sim_out.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   const json measured = json::parse(clirunner::slurp(run)), predicted = json::parse(clirunner::slurp(sim_out));
   std::vector<std::string> mk, pk;
@@ -645,13 +650,7 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
                                 tmp.path());
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(json::parse(clirunner::slurp(tl)).contains("traceEvents"));
-  r = clirunner::run_adagrouper(
-      fmt::format("simulate --pipeline configs/fidelity/pipeline-2.json --network configs/fidelity/net-200mbit.json "
-                  "--schedule {} {} --micro-batch-size {} --iterations 2 --stage-trace {}",
-                  plan["chosen"]["schedule"].get<std::string>(),
-                  plan["chosen"]["schedule"] == "kfkb" ? fmt::format("--k {}", plan["chosen"]["k"].get<int>()) : "",
-                  plan["chosen"]["micro_batch_size"].get<int>(), st.string()),
-      tmp.path());
+  r = simulate_chosen("--stage-trace " + st.string());
   EXPECT_EQ(r.rc, 0) << r.err;
 
   // A plan for 2 stages under 3 ranks is one line of bad input, exit status 2.

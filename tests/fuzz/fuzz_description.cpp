@@ -11,8 +11,7 @@ namespace fz = adagrouper::fuzz;
 namespace cal = adagrouper::calib;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = fz::write_temp(fz::text_of(data, size));
-  fz::refused_cleanly([&] {
+  return fz::on_temp_file(data, size, [](const std::filesystem::path& path) {
     const cal::StageDescription d = cal::parse_stage_description(adagrouper::read_json_file(path), path.string());
     for (int s = 0; s < d.num_stages(); ++s) {
       for (const cal::LayerDesc& l : d.layers_of(s)) {
@@ -20,5 +19,4 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
   });
-  return 0;
 }

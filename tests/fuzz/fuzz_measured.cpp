@@ -20,13 +20,11 @@ const pl::Model& base_model() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = fz::write_temp(fz::text_of(data, size), ".jsonl");
-  fz::refused_cleanly([&] {
+  return fz::on_temp_file(data, size, ".jsonl", [](const std::filesystem::path& path) {
     pl::Model m = base_model();
     (void)pl::merge_measured(m, path);
     for (const int b : m.micro_batch_sizes()) {
       for (int layer = 0; layer < m.num_layers(); ++layer) (void)pl::layer_at(m, layer, b);
     }
   });
-  return 0;
 }

@@ -27,8 +27,7 @@ void check_round_trip(const pl::Model& m) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = fz::write_temp(fz::text_of(data, size));
-  fz::refused_cleanly([&] {
+  return fz::on_temp_file(data, size, [](const std::filesystem::path& path) {
     const pl::Model m = pl::load_model(path);
     for (const int b : m.micro_batch_sizes()) {
       for (int layer = 0; layer < m.num_layers(); ++layer) (void)pl::layer_at(m, layer, b);
@@ -36,5 +35,4 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)m.total_parameter_bytes();
     check_round_trip(m);
   });
-  return 0;
 }

@@ -14,12 +14,10 @@ namespace fz = adagrouper::fuzz;
 namespace sim = adagrouper::sim;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = fz::write_temp(fz::text_of(data, size));
-  fz::refused_cleanly([&] {
+  return fz::on_temp_file(data, size, [](const std::filesystem::path& path) {
     const sim::NetworkSpec spec =
         sim::parse_network_spec(adagrouper::read_json_file(path), "configs/networks/fuzz.json",
                                 adagrouper::traces::TraceRates());
     for (int stages = 1; stages <= 8; ++stages) fz::refused_cleanly([&] { (void)spec.bind(stages); });
   });
-  return 0;
 }

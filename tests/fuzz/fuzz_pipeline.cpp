@@ -12,12 +12,10 @@ namespace fz = adagrouper::fuzz;
 namespace sim = adagrouper::sim;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = fz::write_temp(fz::text_of(data, size));
-  fz::refused_cleanly([&] {
+  return fz::on_temp_file(data, size, [](const std::filesystem::path& path) {
     const sim::Pipeline p = sim::parse_pipeline(adagrouper::read_json_file(path), path.string());
     // At most 64 sizes, so that a profile up to b = 1e9 stays fast.
     const int lo = p.min_micro_batch_size(), hi = std::min(p.max_micro_batch_size(), lo + 63);
     for (int b = lo; b <= hi; ++b) fz::refused_cleanly([&] { (void)p.at(b); });
   });
-  return 0;
 }

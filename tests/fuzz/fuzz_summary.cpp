@@ -12,13 +12,11 @@ namespace fz = adagrouper::fuzz;
 namespace sim = adagrouper::sim;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = fz::write_temp(fz::text_of(data, size));
-  fz::refused_cleanly([&] {
+  return fz::on_temp_file(data, size, [](const std::filesystem::path& path) {
     const sim::Summary s = sim::parse_summary(adagrouper::read_json_file(path), path.string());
     const std::vector<sim::Comparison> both = {sim::compare(s, s), sim::compare(s, s)};
     const sim::Ranking r = sim::rank_agreement(both, 0);
     (void)sim::comparison_json(both, r);
     (void)sim::comparison_text(both, r);
   });
-  return 0;
 }

@@ -16,8 +16,7 @@ namespace fz = adagrouper::fuzz;
 namespace sw = adagrouper::sweep;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto path = fz::write_temp(fz::text_of(data, size));
-  fz::refused_cleanly([&] {
+  return fz::on_temp_file(data, size, [](const std::filesystem::path& path) {
     const sw::Study study = sw::parse_study(adagrouper::read_json_file(path), "configs/sweeps/fuzz.json");
     std::vector<std::size_t> first(std::min<std::size_t>(study.runs.size(), 4));
     std::iota(first.begin(), first.end(), std::size_t{0});
@@ -25,5 +24,4 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const std::size_t i : first) fz::refused_cleanly([&] { (void)inputs.scenario(study.runs[i]); });
     (void)sw::columns(study);
   });
-  return 0;
 }

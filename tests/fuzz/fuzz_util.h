@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string_view>
+#include <utility>
 
 #include "error.h"
 
@@ -30,6 +31,22 @@ void refused_cleanly(Fn&& fn) {
   } catch (const InputError&) {
   } catch (const SimError&) {
   }
+}
+
+// A target whose loader reads a path: writes the fuzzer's bytes to the temporary file of
+// `suffix` (write_temp), runs `fn(path)` under refused_cleanly and returns 0, what
+// LLVMFuzzerTestOneInput returns.
+template <class Fn>
+int on_temp_file(const std::uint8_t* data, std::size_t size, std::string_view suffix, Fn&& fn) {
+  const std::filesystem::path path = write_temp(text_of(data, size), suffix);
+  refused_cleanly([&] { fn(path); });
+  return 0;
+}
+
+// The same with a ".json" file.
+template <class Fn>
+int on_temp_file(const std::uint8_t* data, std::size_t size, Fn&& fn) {
+  return on_temp_file(data, size, ".json", std::forward<Fn>(fn));
 }
 
 // For properties that must hold (a writer's output reads back): prints what failed and aborts,

@@ -6,6 +6,7 @@
 
 #include "../common/network_edit.h"
 #include "../common/test_util.h"
+#include "../common/sim_inputs.h"
 #include "../common/cli_runner.h"
 
 #include <sys/wait.h>
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <nlohmann/json.hpp>
 
 #include "planner.h"
@@ -35,26 +37,20 @@ namespace fs = std::filesystem;
 namespace sim = adagrouper::sim;
 namespace planner = adagrouper::planner;
 using adagrouper::InputError;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
 using testutil::Rng;
 using testutil::TempDir;
 
 inline const fs::path kRoot = SOURCE_ROOT;
+// A shipped pipeline more than one test file runs (paths from the source root).
+inline const std::string kUnet = "configs/pipelines/unet-4stage-v100.json";
 
 
-// A bandwidth or speed trace: constant, or piecewise (zero segments allowed) with an
-// optional repeat; never zero forever.
+// A bandwidth or speed trace: constant, or piecewise (zero segments allowed) with a
+// repeat at probability 0.6; never zero forever.
 inline sim::RateTrace random_trace(Rng& rng, int lo_units, int hi_units, double denom) {
-  if (rng.chance(0.3)) return sim::RateTrace::constant(rng.dyadic(lo_units, hi_units, denom));
-  const int n = rng.range(1, 5);
-  std::vector<double> times{0.0}, values;
-  for (int i = 1; i < n; ++i) times.push_back(times.back() + rng.dyadic(1, 12, 4));
-  for (int i = 0; i < n; ++i) values.push_back(rng.chance(0.3) ? 0.0 : rng.dyadic(lo_units, hi_units, denom));
-  double repeat = 0;
-  if (rng.chance(0.6)) repeat = times.back() + rng.dyadic(1, 8, 4);
-  if (repeat == 0 && values.back() == 0) values.back() = rng.dyadic(lo_units, hi_units, denom);
-  if (repeat > 0 && std::all_of(values.begin(), values.end(), [](double v) { return v == 0; }))
-    values[0] = rng.dyadic(lo_units, hi_units, denom);
-  return sim::RateTrace::piecewise(times, values, repeat);
+  return testutil::random_trace(rng, lo_units, hi_units, denom, 0.6);
 }
 
 // One profile entry of a generated pipeline.
@@ -74,16 +70,8 @@ inline sim::Pipeline make_pipeline(const std::vector<std::vector<Entry>>& profil
   for (std::size_t s = 0; s < profiles.size(); ++s) {
     sim::StageSpec spec;
     spec.static_bytes = statics[s];
-    for (const Entry& e : profiles[s]) {
-      sim::ProfilePoint pt;
-      pt.micro_batch_size = e.b;
-      pt.forward_s = e.fwd;
-      pt.backward_s = e.bwd;
-      pt.activation_bytes = e.act;
-      pt.output_bytes = e.out;
-      pt.grad_output_bytes = e.gout;
-      spec.profile.push_back(pt);
-    }
+    for (const Entry& e : profiles[s])
+      spec.profile.push_back(testutil::profile_point(e.b, e.fwd, e.bwd, e.act, e.out, e.gout));
     p.stages.push_back(spec);
   }
   return p;

@@ -21,10 +21,6 @@
 namespace plantest {
 namespace {
 
-using json = nlohmann::json;
-using ::testing::HasSubstr;
-
-const std::string kUnet = "configs/pipelines/unet-4stage-v100.json";
 const std::string kBursty = "configs/networks/bursty-minutes-25g.json";
 constexpr double kHigh = 2.8e9, kLow = 0.35e9, kLatency = 30e-6;
 

@@ -23,7 +23,6 @@ namespace {
 
 using planner::Candidate;
 using planner::Status;
-using ::testing::HasSubstr;
 
 double peak(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 

@@ -24,12 +24,8 @@
 namespace plantest {
 namespace {
 
-using json = nlohmann::json;
-using ::testing::HasSubstr;
-
 const std::string kToyPipe = "configs/examples/toy-4.json";
 const std::string kGpt = "configs/pipelines/gpt-8stage-v100.json";
-const std::string kUnet = "configs/pipelines/unet-4stage-v100.json";
 const std::string kPreempted = "configs/networks/preempted-25g.json";
 
 class PlanCli : public ::testing::Test {

@@ -25,7 +25,6 @@ namespace {
 
 using planner::Candidate;
 using planner::Status;
-using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 std::string describe(const Candidate& c) {

@@ -19,8 +19,6 @@
 namespace plantest {
 namespace {
 
-using ::testing::HasSubstr;
-
 // The order of a merged schedule on the unmerged pipeline: each op of merged model stage
 // d becomes the ops of its parts 2d and 2d+1 back to back (forwards in model order,
 // backwards in reverse), both parts on stage d.

@@ -16,8 +16,6 @@
 namespace plantest {
 namespace {
 
-using json = nlohmann::json;
-using ::testing::HasSubstr;
 using testutil::input_error;
 
 planner::Arch small_gpt(const std::string& recompute = "selective") {

@@ -21,8 +21,6 @@
 namespace plantest {
 namespace {
 
-using json = nlohmann::json;
-using ::testing::HasSubstr;
 using testutil::input_error;
 
 // A model of `times.size()` layers listed at b = 1 and 2 (values at 2 are 2x, minus a

@@ -18,7 +18,6 @@ namespace plantest {
 namespace {
 
 using Kind = planner::ProgramEntry::Kind;
-using ::testing::HasSubstr;
 
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
@@ -158,6 +157,14 @@ TEST_F(Broken, RecvPeerChanged) {
   EXPECT_FALSE(planner::validate_programs(progs_).empty());
 }
 
+// Moves entries b - 1 .. b + 1 (an op with the recv before it and the send after it) to
+// the front of the program.
+void move_to_front(std::vector<planner::ProgramEntry>& e, std::size_t b) {
+  std::vector<planner::ProgramEntry> block(e.begin() + static_cast<long>(b - 1), e.begin() + static_cast<long>(b + 2));
+  e.erase(e.begin() + static_cast<long>(b - 1), e.begin() + static_cast<long>(b + 2));
+  e.insert(e.begin(), block.begin(), block.end());
+}
+
 // On the middle stage 1, move B0 (with its gradient recv and send) before the recv of
 // F0's activation: per-communicator orders are unchanged, but B(1,0) now waits for
 // stage 2's gradient, which needs F(1,0)'s activation: a cycle.
@@ -169,9 +176,7 @@ TEST_F(Broken, BackwardMovedBeforeItsForwardDeadlocks) {
   ASSERT_GE(b, 1u);
   ASSERT_EQ(e[b - 1].kind, Kind::Recv);
   ASSERT_EQ(e[b + 1].kind, Kind::Send);
-  std::vector<planner::ProgramEntry> block(e.begin() + static_cast<long>(b - 1), e.begin() + static_cast<long>(b + 2));
-  e.erase(e.begin() + static_cast<long>(b - 1), e.begin() + static_cast<long>(b + 2));
-  e.insert(e.begin(), block.begin(), block.end());
+  move_to_front(e, b);
   const auto problems = planner::validate_programs(progs);
   ASSERT_FALSE(problems.empty());
   EXPECT_THAT(joined(problems), HasSubstr("cycle"));
@@ -182,9 +187,7 @@ TEST_F(Broken, ComputeOpsReorderedDeadlock) {
   auto& e = progs_[2].entries;
   // Move the backward of micro-batch 0 (and its recv/send) to the front.
   const std::size_t b = find_entry(progs_[2], Kind::Backward, 0);
-  std::vector<planner::ProgramEntry> block(e.begin() + static_cast<long>(b - 1), e.begin() + static_cast<long>(b + 2));
-  e.erase(e.begin() + static_cast<long>(b - 1), e.begin() + static_cast<long>(b + 2));
-  e.insert(e.begin(), block.begin(), block.end());
+  move_to_front(e, b);
   const auto problems = planner::validate_programs(progs_);
   ASSERT_FALSE(problems.empty());
   EXPECT_THAT(joined(problems), HasSubstr("cycle"));

@@ -4,6 +4,7 @@
 
 #include "../common/network_edit.h"
 #include "../common/test_util.h"
+#include "../common/sim_inputs.h"
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -61,13 +62,7 @@ inline sim::Pipeline pipeline_from(const std::vector<sim::StageParams>& st, int 
     sim::StageSpec spec;
     spec.static_bytes = s.static_bytes;
     spec.optimizer_s = s.opt;
-    sim::ProfilePoint pt;
-    pt.micro_batch_size = 1;
-    pt.forward_s = s.fwd;
-    pt.backward_s = s.bwd;
-    pt.activation_bytes = s.act;
-    pt.output_bytes = s.out;
-    pt.grad_output_bytes = s.gout;
+    sim::ProfilePoint pt = testutil::profile_point(1, s.fwd, s.bwd, s.act, s.out, s.gout);
     if (s.bwd_input > 0 || s.bwd_weight > 0) {  // a split backward given explicitly
       pt.backward_input_s = s.bwd_input;
       pt.backward_weight_s = s.bwd_weight;

@@ -17,6 +17,32 @@ using testing::HasSubstr;
 
 using testutil::input_error;
 
+// `load(path)` throws an InputError "PATH: FIELD: ..." that contains `what`.
+void expect_names_field(const std::function<void(const std::filesystem::path&)>& load,
+                        const std::filesystem::path& path, const char* field, const char* what) {
+  EXPECT_THAT(input_error([&] { load(path); }),
+              AllOf(HasSubstr(path.string() + ": " + field + ": "), HasSubstr(what)));
+}
+
+// A bad document and what the loader's message must name.
+struct BadDoc {
+  const char* label;
+  const char* doc;
+  const char* field;
+  const char* what;
+};
+
+// Each case's document written to `name` in a fresh directory: `load` refuses it naming
+// the file and the field (expect_names_field).
+void expect_each_names_field(const std::vector<BadDoc>& cases, const std::string& name,
+                             const std::function<void(const std::filesystem::path&)>& load) {
+  TempDir dir;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    expect_names_field(load, dir.write(name, std::string(c.doc)), c.field, c.what);
+  }
+}
+
 // ---------------------------------------------------------------------------------
 // Pipeline files
 
@@ -185,9 +211,8 @@ TEST(PipelineFile, BadInputNamesFileAndField) {
     SCOPED_TRACE(c.label);
     json doc = good_pipeline();
     c.edit(doc);
-    const auto path = dir.write("pipe.json", doc);
-    EXPECT_THAT(input_error([&] { sim::load_pipeline(path); }),
-                AllOf(HasSubstr(path.string() + ": " + c.field + ": "), HasSubstr(c.what)));
+    expect_names_field([](const auto& path) { sim::load_pipeline(path); }, dir.write("pipe.json", doc), c.field,
+                       c.what);
   }
   // The root must be an object.
   const auto path = dir.write("pipe.json", std::string("[1, 2]"));
@@ -238,6 +263,14 @@ TEST(JsonField, TypedReads) {
 // ---------------------------------------------------------------------------------
 // Network files
 
+// The channel from -> to of `net`, which must say that it is.
+const sim::ChannelSpec& channel_checked(const sim::Network& net, int from, int to) {
+  const sim::ChannelSpec& c = net.channel(from, to);
+  EXPECT_EQ(c.from, from);
+  EXPECT_EQ(c.to, to);
+  return c;
+}
+
 TEST(NetworkFile, Loads) {
   TempDir dir;
   const auto path = dir.write("net.json", json::parse(R"({
@@ -255,33 +288,25 @@ TEST(NetworkFile, Loads) {
   const auto net = sim::load_network(path, 3);
   EXPECT_EQ(net.source, path.string());
   EXPECT_EQ(net.num_stages(), 3);
-  const auto& f01 = net.channel(0, 1);
-  EXPECT_EQ(f01.from, 0);
-  EXPECT_EQ(f01.to, 1);
+  const auto& f01 = channel_checked(net, 0, 1);
   EXPECT_FALSE(f01.unlimited());
   EXPECT_TRUE(f01.rate->is_constant());
   EXPECT_DOUBLE_EQ(f01.rate->value_at(3), 2.0);
   EXPECT_DOUBLE_EQ(f01.latency_s, 0.25);
   EXPECT_EQ(f01.capacity, 0);
 
-  const auto& f12 = net.channel(1, 2);
-  EXPECT_EQ(f12.from, 1);
-  EXPECT_EQ(f12.to, 2);
+  const auto& f12 = channel_checked(net, 1, 2);
   EXPECT_EQ(f12.rate->size(), 3u);
   EXPECT_DOUBLE_EQ(f12.rate->value_at(15), 0.25);
   EXPECT_DOUBLE_EQ(f12.latency_s, 0.25);
 
-  const auto& b21 = net.channel(2, 1);
-  EXPECT_EQ(b21.from, 2);
-  EXPECT_EQ(b21.to, 1);
+  const auto& b21 = channel_checked(net, 2, 1);
   EXPECT_DOUBLE_EQ(b21.rate->repeat_s(), 2.0);
   EXPECT_DOUBLE_EQ(b21.rate->value_at(2.5), 3.0);
   EXPECT_EQ(b21.capacity, 4);
   EXPECT_DOUBLE_EQ(b21.latency_s, 1.5);
 
-  const auto& b10 = net.channel(1, 0);
-  EXPECT_EQ(b10.from, 1);
-  EXPECT_EQ(b10.to, 0);
+  const auto& b10 = channel_checked(net, 1, 0);
   EXPECT_FALSE(b10.unlimited());  // the default rate
   EXPECT_DOUBLE_EQ(b10.rate->value_at(0), 2.0);
   EXPECT_EQ(b10.capacity, 1);
@@ -345,15 +370,8 @@ TEST(NetworkFile, ReadOnceBoundToAnyStageCountSharingItsTraces) {
   EXPECT_THAT(input_error([&] { spec.bind(2); }), HasSubstr("channels[0].to: stage 2 does not exist"));
 }
 
-struct BadNetwork {
-  const char* label;
-  const char* doc;
-  const char* field;
-  const char* what;
-};
-
 TEST(NetworkFile, BadInputNamesFileAndField) {
-  const std::vector<BadNetwork> cases{
+  const std::vector<BadDoc> cases{
       {"negative default rate", R"({"default": {"constant": -1}})", "default.constant", ">= 0"},
       {"negative channel rate", R"({"channels": [{"from": 0, "to": 1, "rate": {"points": [[0, 1], [2, -3]]}}]})",
        "channels[0].rate.points[1][1]", ">= 0"},
@@ -396,13 +414,7 @@ TEST(NetworkFile, BadInputNamesFileAndField) {
       {"negative speed", R"({"stages": [{"stage": 0, "speed": {"constant": -2}}]})", "stages[0].speed.constant",
        ">= 0"},
   };
-  TempDir dir;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.label);
-    const auto path = dir.write("net.json", std::string(c.doc));
-    EXPECT_THAT(input_error([&] { sim::load_network(path, 3); }),
-                AllOf(HasSubstr(path.string() + ": " + c.field + ": "), HasSubstr(c.what)));
-  }
+  expect_each_names_field(cases, "net.json", [](const auto& path) { sim::load_network(path, 3); });
 }
 
 // ---------------------------------------------------------------------------------
@@ -424,15 +436,8 @@ TEST(ScheduleFile, LoadsStringsAndObjects) {
   EXPECT_EQ(s.stages, sim::make_named("1f1b", 2, 2, std::nullopt).stages);
 }
 
-struct BadSchedule {
-  const char* label;
-  const char* doc;
-  const char* field;
-  const char* what;
-};
-
 TEST(ScheduleFile, BadInputNamesFileAndField) {
-  const std::vector<BadSchedule> cases{
+  const std::vector<BadDoc> cases{
       {"missing op", R"({"stages": [["F0", "F1", "B0", "B1"], ["F0", "B0", "F1"]]})", "stages[1]", "misses B1"},
       {"repeated op", R"({"stages": [["F0", "F1", "F0", "B0", "B1"], ["F0", "B0", "F1", "B1"]]})", "stages[0][2]",
        "F0 is repeated"},
@@ -459,13 +464,7 @@ TEST(ScheduleFile, BadInputNamesFileAndField) {
       {"stage not an array", R"({"stages": [["F0", "F1", "B0", "B1"], "F0 B0 F1 B1"]})", "stages[1]",
        "must be an array"},
   };
-  TempDir dir;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.label);
-    const auto path = dir.write("order.json", std::string(c.doc));
-    EXPECT_THAT(input_error([&] { sim::load_schedule_file(path, 2, 2); }),
-                AllOf(HasSubstr(path.string() + ": " + c.field + ": "), HasSubstr(c.what)));
-  }
+  expect_each_names_field(cases, "order.json", [](const auto& path) { sim::load_schedule_file(path, 2, 2); });
 }
 
 }  // namespace

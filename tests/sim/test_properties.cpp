@@ -19,20 +19,10 @@ namespace {
 using sim::Phase;
 using sim::RateTrace;
 
-// A bandwidth or speed trace: constant, or piecewise with zero segments and maybe a
-// repeat, never zero forever.
+// A bandwidth or speed trace: constant, or piecewise with zero segments and a repeat at
+// probability 0.5, never zero forever.
 RateTrace random_trace(Rng& rng, int lo_units, int hi_units, double denom) {
-  if (rng.chance(0.3)) return RateTrace::constant(rng.dyadic(lo_units, hi_units, denom));
-  const int n = rng.range(1, 5);
-  std::vector<double> times{0.0}, values;
-  for (int i = 1; i < n; ++i) times.push_back(times.back() + rng.dyadic(1, 12, 4));
-  for (int i = 0; i < n; ++i) values.push_back(rng.chance(0.3) ? 0.0 : rng.dyadic(lo_units, hi_units, denom));
-  double repeat = 0;
-  if (rng.chance(0.5)) repeat = times.back() + rng.dyadic(1, 8, 4);
-  if (repeat == 0 && values.back() == 0) values.back() = rng.dyadic(lo_units, hi_units, denom);
-  if (repeat > 0 && std::all_of(values.begin(), values.end(), [](double v) { return v == 0; }))
-    values[0] = rng.dyadic(lo_units, hi_units, denom);
-  return RateTrace::piecewise(times, values, repeat);
+  return testutil::random_trace(rng, lo_units, hi_units, denom, 0.5);
 }
 
 // A random per-stage order: F and B each in a slightly shuffled micro-batch order (a few

@@ -48,6 +48,16 @@ inline std::vector<std::pair<double, double>> points(const tr::Trace& t) {
 
 using P = std::vector<std::pair<double, double>>;
 
+// The canonical trace through the points (t, v) of `p`, repeating after repeat_s if > 0.
+inline tr::Trace pts(P p, double repeat_s = 0) {
+  std::vector<double> t, v;
+  for (auto [a, b] : p) {
+    t.push_back(a);
+    v.push_back(b);
+  }
+  return tr::canonical(adagrouper::sim::RateTrace::piecewise(t, v, repeat_s));
+}
+
 // Whether two traces are the same function, stored the same way, with the same span.
 inline void expect_same(const tr::Trace& a, const tr::Trace& b) {
   EXPECT_EQ(a.rate.times(), b.rate.times());

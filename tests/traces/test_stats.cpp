@@ -6,15 +6,6 @@
 namespace tracestest {
 namespace {
 
-tr::Trace pts(P p, double repeat_s = 0) {
-  std::vector<double> t, v;
-  for (auto [a, b] : p) {
-    t.push_back(a);
-    v.push_back(b);
-  }
-  return tr::canonical(adagrouper::sim::RateTrace::piecewise(t, v, repeat_s));
-}
-
 TEST(Stats, HandComputed) {
   const tr::Trace t = pts({{0, 10}, {2, 2}, {3, 10}, {6, 0}, {7, 10}});
   const tr::TraceStats s = tr::compute_stats(t, 0, 10);

@@ -13,15 +13,6 @@ namespace {
 
 using testing::StartsWith;
 
-tr::Trace pts(P p, double repeat_s = 0) {
-  std::vector<double> t, v;
-  for (auto [a, b] : p) {
-    t.push_back(a);
-    v.push_back(b);
-  }
-  return tr::canonical(adagrouper::sim::RateTrace::piecewise(t, v, repeat_s));
-}
-
 // Whether a and b agree at many sample times in [0, horizon).
 void expect_same_function(const tr::Trace& a, const tr::Trace& b, double horizon) {
   for (int i = 0; i < 4000; ++i) {

@@ -240,25 +240,11 @@ planner::Arch named_arch(const po::variables_map& vm) {
 planner::Arch arch_from(const po::variables_map& vm) {
   planner::Arch arch = named_arch(vm);
   // Sizes and counts up to sim::kMaxBatchSize; layer counts up to what a model file may hold.
-  auto set_int = [&](const char* o, int& field) {
+  auto set_int = [&](const std::string& o, int& field) {
     const bool layers = std::string_view(o).find("layers") != std::string_view::npos;
-    if (vm.count(o)) field = int_option(vm, o, 1, layers ? kMaxLayers : sim::kMaxBatchSize);
+    if (vm.count(o)) field = int_option(vm, o.c_str(), 1, layers ? kMaxLayers : sim::kMaxBatchSize);
   };
-  set_int("layers", arch.layers);
-  set_int("hidden", arch.hidden);
-  set_int("heads", arch.heads);
-  set_int("seq-len", arch.seq_len);
-  set_int("vocab", arch.vocab);
-  set_int("latent", arch.latent);
-  set_int("in-channels", arch.in_channels);
-  set_int("layers-per-block", arch.layers_per_block);
-  set_int("context-len", arch.context_len);
-  set_int("context-dim", arch.context_dim);
-  set_int("time-embed-dim", arch.time_embed_dim);
-  set_int("encoder-layers", arch.encoder_layers);
-  set_int("decoder-layers", arch.decoder_layers);
-  set_int("target-len", arch.target_len);
-  set_int("global-batch-size", arch.global_batch_size);
+  for (const auto& [option, member] : planner::kArchInts) set_int(std::string(option), arch.*member);
   if (vm.count("channels")) arch.channels = int_list("channels", vm["channels"].as<std::string>());
   if (vm.count("attention-levels")) {
     arch.attention = int_list("attention-levels", vm["attention-levels"].as<std::string>());
