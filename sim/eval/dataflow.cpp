@@ -219,29 +219,87 @@ struct ClassDeltas {
   std::uint32_t consumes = 0;
 };
 
+// What the replays of stages with at most two input channels share: each input's
+// arrivals, counted up to an op event without a branch (past()), the messages consumed
+// from it, the time of the last level change and the peaks. A missing input never
+// arrives. Replay supplies settle(n0, n1), the peaks with n0 and n1 messages arrived.
+template <class Replay>
+class TwoInputs {
+ public:
+  // Brings the levels to an op event at time t: the arrivals before t settle (the peaks
+  // are taken), those at t join the event.
+  void until(double t) {
+    std::uint32_t before0, before1;
+    n_[0] = past(arrival_[0], n_[0], t, before0);
+    n_[1] = past(arrival_[1], n_[1], t, before1);
+    if ((before0 != n_[0]) | (before1 != n_[1]) | (t > last_t_)) static_cast<Replay*>(this)->settle(before0, before1);
+    last_t_ = t;
+  }
+
+  void settle_last() { static_cast<Replay*>(this)->settle(n_[0], n_[1]); }
+
+  // The stage's peaks into its totals (and the time of its last level change), the
+  // depths' into its input channels'.
+  void finish(double& peak_memory, double& peak_inflight, double& last_t, std::vector<ChannelRun>& channels) const {
+    last_t = last_t_;
+    peak_memory = std::max(peak_memory, peak_memory_);
+    peak_inflight = std::max(peak_inflight, static_cast<double>(peak_inflight_));
+    for (std::uint32_t k = 0; k < 2; ++k)
+      if (channel_[k] != kNoChannel)
+        channels[channel_[k]].peak_depth = std::max(channels[channel_[k]].peak_depth, peak_[k]);
+  }
+
+ protected:
+  TwoInputs(const Program& prog, const ProgramStage& ps, const std::vector<double>& arrival,
+            const std::vector<ChannelRun>& channels, double last_t)
+      : last_t_(last_t) {
+    for (std::uint32_t k = 0; k < 2; ++k) {
+      channel_[k] = k < ps.ninputs ? prog.inputs[ps.inputs + k] : kNoChannel;
+      arrival_[k] = k < ps.ninputs ? &arrival[channels[channel_[k]].arrivals] : kNoArrival;
+    }
+  }
+
+  // The messages waiting on input k with n of them arrived.
+  double depth(std::uint32_t k, std::uint32_t n) const { return n - used_[k]; }
+
+  // Takes the peaks: memory, micro-batches in flight, the depths.
+  void take_peaks(double memory, std::int32_t inflight, double depth0, double depth1) {
+    peak_memory_ = std::max(peak_memory_, memory);
+    peak_inflight_ = std::max(peak_inflight_, inflight);
+    peak_[0] = std::max(peak_[0], depth0);
+    peak_[1] = std::max(peak_[1], depth1);
+  }
+
+  const double* arrival_[2];
+  std::uint32_t channel_[2];
+  std::uint32_t n_[2] = {0, 0}, used_[2] = {0, 0};
+
+ private:
+  double last_t_;
+  double peak_memory_ = 0, peak_[2] = {0, 0};
+  std::int32_t peak_inflight_ = 0;
+};
+
 // The replay of a stage with at most two inputs whose messages each wait in at most two
 // memory terms (every stage of the named schedules), when its memory sums are exact in
-// any order (sums_exact_in_any_order): the same rules as StageReplay, computed with less work. The
-// memory is kept as a running total of the op events' changes (one table lookup an
+// any order (sums_exact_in_any_order): the same rules as StageReplay, computed with less
+// work. The memory is kept as a running total of the op events' changes (one table lookup an
 // event), the arrivals are only counted per input (a few comparisons and no branch, see
 // past()), and the bytes of the waiting messages are added when the peaks are taken.
 // Every partial sum is then an exactly represented multiple of the smallest unit of the
 // terms, so the total is stage_memory's to the last bit whatever the order. A missing
-// input never arrives and weighs 0 bytes.
-class ExactReplay {
+// input weighs 0 bytes.
+class ExactReplay : public TwoInputs<ExactReplay> {
  public:
   ExactReplay(const Program& prog, const ProgramStage& ps, const std::vector<double>& arrival,
               const std::vector<std::uint32_t>& in_a, const std::vector<InputTerms>& terms,
               const ClassDeltas* deltas, const std::vector<ChannelRun>& channels, double last_t)
-      : deltas_(deltas), memory_(ps.static_bytes), last_t_(last_t) {
+      : TwoInputs(prog, ps, arrival, channels, last_t), deltas_(deltas), memory_(ps.static_bytes) {
     for (std::uint32_t k = 0; k < 2; ++k) {
-      const bool has = k < ps.ninputs;
-      const std::uint32_t c = has ? prog.inputs[ps.inputs + k] : kNoChannel;
-      arrival_[k] = has ? &arrival[channels[c].arrivals] : kNoArrival;
-      in_a_[k] = has ? &in_a[channels[c].arrivals] : kNoneArrived;
-      bytes_a_[k] = has ? prog.terms[ps.terms + terms[c].a] : 0.0;
-      bytes_b_[k] = has ? prog.terms[ps.terms + terms[c].b] : 0.0;
-      channel_[k] = c;
+      const bool has = channel_[k] != kNoChannel;
+      in_a_[k] = has ? &in_a[channels[channel_[k]].arrivals] : kNoneArrived;
+      bytes_a_[k] = has ? prog.terms[ps.terms + terms[channel_[k]].a] : 0.0;
+      bytes_b_[k] = has ? prog.terms[ps.terms + terms[channel_[k]].b] : 0.0;
     }
   }
 
@@ -251,16 +309,6 @@ class ExactReplay {
     for (std::uint32_t k = 0; k < ps.ninputs; ++k)
       if (!terms[prog.inputs[ps.inputs + k]].paired) return false;
     return true;
-  }
-
-  // Brings the levels to an op event at time t: the arrivals before t settle (the peaks
-  // are taken), those at t join the event.
-  void until(double t) {
-    std::uint32_t before0, before1;
-    n_[0] = past(arrival_[0], n_[0], t, before0);
-    n_[1] = past(arrival_[1], n_[1], t, before1);
-    if ((before0 != n_[0]) | (before1 != n_[1]) | (t > last_t_)) settle(before0, before1);
-    last_t_ = t;
   }
 
   void start(const OpClass& c, std::uint32_t k) {
@@ -276,58 +324,34 @@ class ExactReplay {
     inflight_ += d.inflight_end;
   }
 
-  void settle_last() { settle(n_[0], n_[1]); }
-
-  void finish(double& peak_memory, double& peak_inflight, double& last_t, std::vector<ChannelRun>& channels) const {
-    last_t = last_t_;
-    peak_memory = std::max(peak_memory, peak_memory_);
-    peak_inflight = std::max(peak_inflight, static_cast<double>(peak_inflight_));
-    for (std::uint32_t k = 0; k < 2; ++k)
-      if (channel_[k] != kNoChannel)
-        channels[channel_[k]].peak_depth = std::max(channels[channel_[k]].peak_depth, static_cast<double>(peak_[k]));
-  }
-
- private:
-  // Takes the peaks of the current values, with n0 and n1 messages arrived.
+  // The peaks with n0 and n1 messages arrived.
   void settle(std::uint32_t n0, std::uint32_t n1) {
     const std::uint32_t a0 = in_a_[0][n0], a1 = in_a_[1][n1];
     const double waiting = bytes_a_[0] * a0 + bytes_b_[0] * (n0 - a0) + bytes_a_[1] * a1 + bytes_b_[1] * (n1 - a1);
-    peak_memory_ = std::max(peak_memory_, memory_ + waiting);
-    peak_inflight_ = std::max(peak_inflight_, inflight_);
-    peak_[0] = std::max(peak_[0], static_cast<std::int32_t>(n0 - used_[0]));
-    peak_[1] = std::max(peak_[1], static_cast<std::int32_t>(n1 - used_[1]));
+    take_peaks(memory_ + waiting, inflight_, depth(0, n0), depth(1, n1));
   }
 
+ private:
   static constexpr std::uint32_t kNoneArrived[kArrivalPad] = {0, 0, 0};
 
   const ClassDeltas* deltas_;  // the stage's classes'
   double memory_;              // without the waiting messages
-  double last_t_;
   double bytes_a_[2], bytes_b_[2];
-  const double* arrival_[2];
   const std::uint32_t* in_a_[2];
-  std::uint32_t channel_[2];
-  std::uint32_t n_[2] = {0, 0}, used_[2] = {0, 0};
-  std::int32_t inflight_ = 0, peak_inflight_ = 0, peak_[2] = {0, 0};
-  double peak_memory_ = 0;
+  std::int32_t inflight_ = 0;
 };
 
 // The replay of a stage with one model stage whose inputs each feed one memory term, in
 // the order of the terms (every stage of a pipeline without virtual stages): the same
-// rules as PairReplay, with every count in a register. Up to two inputs; a missing one
-// never arrives and weighs 0 bytes (adding +0.0 changes no sum).
-class SimpleReplay {
+// rules as ExactReplay, with every count in a register and the memory summed term by
+// term. A missing input weighs 0 bytes (adding +0.0 changes no sum).
+class SimpleReplay : public TwoInputs<SimpleReplay> {
  public:
   SimpleReplay(const Program& prog, const ProgramStage& ps, const std::vector<double>& arrival,
                const std::vector<ChannelRun>& channels, double last_t)
-      : static_(ps.static_bytes), act_(prog.terms[ps.terms]), wgrad_(prog.terms[ps.terms + 1]), last_t_(last_t) {
-    for (std::uint32_t k = 0; k < 2; ++k) {
-      const bool has = k < ps.ninputs;
-      const std::uint32_t c = has ? prog.inputs[ps.inputs + k] : kNoChannel;
-      arrival_[k] = has ? &arrival[channels[c].arrivals] : kNoArrival;
-      bytes_[k] = has ? prog.terms[ps.terms + 2 + k] : 0.0;
-      channel_[k] = c;
-    }
+      : TwoInputs(prog, ps, arrival, channels, last_t), static_(ps.static_bytes), act_(prog.terms[ps.terms]),
+        wgrad_(prog.terms[ps.terms + 1]) {
+    for (std::uint32_t k = 0; k < 2; ++k) bytes_[k] = k < ps.ninputs ? prog.terms[ps.terms + 2 + k] : 0.0;
   }
 
   // Whether stage `ps` has that shape.
@@ -336,16 +360,6 @@ class SimpleReplay {
     for (std::uint32_t k = 0; k < ps.ninputs; ++k)
       if (prog.input_term[ps.inputs + k] != 2 + k) return false;
     return true;
-  }
-
-  // Brings the levels to an op event at time t: the arrivals before t settle (the peaks
-  // are taken), those at t join the event.
-  void until(double t) {
-    std::uint32_t before0, before1;
-    n_[0] = past(arrival_[0], n_[0], t, before0);
-    n_[1] = past(arrival_[1], n_[1], t, before1);
-    if ((before0 != n_[0]) | (before1 != n_[1]) | (t > last_t_)) settle(before0, before1);
-    last_t_ = t;
   }
 
   void start(const OpClass& c, std::uint32_t) {
@@ -359,36 +373,18 @@ class SimpleReplay {
     if (c.phase == Phase::BackwardWeight) --partial_;
   }
 
-  // Takes the peaks of the current values, with n0 and n1 messages arrived.
+  // The peaks with n0 and n1 messages arrived.
   void settle(std::uint32_t n0, std::uint32_t n1) {
-    const double d0 = n0 - used_[0], d1 = n1 - used_[1];
+    const double d0 = depth(0, n0), d1 = depth(1, n1);
     const double counts[4] = {static_cast<double>(full_), static_cast<double>(partial_), d0, d1};
     const double bytes[4] = {act_, wgrad_, bytes_[0], bytes_[1]};
-    peak_memory_ = std::max(peak_memory_, stage_memory(static_, bytes, counts, 4));
-    peak_inflight_ = std::max(peak_inflight_, full_ + partial_);
-    peak_[0] = std::max(peak_[0], d0);
-    peak_[1] = std::max(peak_[1], d1);
-  }
-
-  void settle_last() { settle(n_[0], n_[1]); }
-
-  void finish(double& peak_memory, double& peak_inflight, double& last_t, std::vector<ChannelRun>& channels) const {
-    last_t = last_t_;
-    peak_memory = std::max(peak_memory, peak_memory_);
-    peak_inflight = std::max(peak_inflight, static_cast<double>(peak_inflight_));
-    for (std::uint32_t k = 0; k < 2; ++k)
-      if (channel_[k] != kNoChannel) channels[channel_[k]].peak_depth = std::max(channels[channel_[k]].peak_depth, peak_[k]);
+    take_peaks(stage_memory(static_, bytes, counts, 4), full_ + partial_, d0, d1);
   }
 
  private:
   double static_, act_, wgrad_;
   double bytes_[2];
-  const double* arrival_[2];
-  std::uint32_t channel_[2];
-  double last_t_;
-  std::uint32_t n_[2] = {0, 0}, used_[2] = {0, 0};
-  std::int32_t full_ = 0, partial_ = 0, peak_inflight_ = 0;
-  double peak_memory_ = 0, peak_[2] = {0, 0};
+  std::int32_t full_ = 0, partial_ = 0;
 };
 
 class Dataflow {
