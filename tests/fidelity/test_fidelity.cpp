@@ -443,10 +443,12 @@ TEST(ReplayPlan, ChosenAndOtherCandidates) {
 TEST(ReplayPlan, PlanFromAModelNeedsNoPipelineFile) {
   TempDir tmp;
   const auto plan_path = tmp.path() / "plan.json", pipe = tmp.path() / "pipe.json";
-  const auto r = clirunner::run_adagrouper(fmt::format("plan --model configs/models/gpt2-xl.json --stages 4 --network "
-                                                       "configs/networks/eth-25g.json --output '{}' "
-                                                       "--pipeline-output '{}'",
-                                                       plan_path.string(), pipe.string()),
+  // Absolute inputs: the replay below reads them from this process's folder, wherever it runs.
+  const std::string root = SOURCE_ROOT;
+  const auto r = clirunner::run_adagrouper(fmt::format("plan --model '{0}/configs/models/gpt2-xl.json' --stages 4 "
+                                                       "--network '{0}/configs/networks/eth-25g.json' --output '{1}' "
+                                                       "--pipeline-output '{2}'",
+                                                       root, plan_path.string(), pipe.string()),
                                            tmp.path());
   ASSERT_EQ(r.rc, 0) << r.err;
   const calib::ReplayPlan from_model = calib::load_replay_plan(plan_path.string(), {});

@@ -504,7 +504,7 @@ TEST_F(PlanCli, SimulatePlanFindsItsInputsBesideIt) {
   fs::create_directories(moved);
   for (json& in : doc.at("inputs")) {
     const fs::path from = in.at("path").get<std::string>();
-    fs::copy_file(from, moved / from.filename());
+    fs::copy_file(from.is_absolute() ? from : SOURCE_ROOT / from, moved / from.filename());
     in["path"] = from.filename().string();  // exists beside the moved plan only
   }
   std::ofstream(moved / "plan.json") << doc.dump();
