@@ -186,97 +186,147 @@ struct Level {
   }
 };
 
-void check_case(const RandomCase& rc) {
-  const sim::Scenario& sc = rc.sc;
-  const int S = sc.num_stages();
-  const int M = sc.micro_batches();
-  const int I = sc.iterations;
-  const int C = 2 * (S - 1);
-  const auto r = sim::simulate(sc, {.timeline = true});
-  ASSERT_TRUE(r.timeline.has_value());
-  const sim::Timeline& tl = *r.timeline;
+// The properties of one random case, checked on its timeline; each check below is one
+// of them. The indexes built by index_ops and index_transfers are what the later checks
+// look ops and transfers up in.
+class CaseCheck {
+ public:
+  CaseCheck(const RandomCase& rc, const sim::SimResult& r)
+      : rc_(rc), sc_(rc.sc), r_(r), tl_(*r.timeline), S(sc_.num_stages()), M(sc_.micro_batches()),
+        I(sc_.iterations), C(2 * (S - 1)) {}
 
-  // --- every op exactly once per iteration per stage, in schedule order ------------
-  ASSERT_EQ(tl.ops.size(), static_cast<std::size_t>(I) * S * 2 * M);
-  const sim::Timeline::OpSlice* none = nullptr;
-  std::vector<const sim::Timeline::OpSlice*> op_at(static_cast<std::size_t>(I) * S * 2 * M, none);
-  auto op_index = [&](int it, int s, Phase ph, int m) {
-    return ((static_cast<std::size_t>(it) * S + s) * 2 + (ph == Phase::Backward)) * M + m;
-  };
-  std::vector<std::vector<std::vector<const sim::Timeline::OpSlice*>>> runs(
-      I, std::vector<std::vector<const sim::Timeline::OpSlice*>>(S));
-  for (const auto& o : tl.ops) {
-    ASSERT_GE(o.stage, 0);
-    ASSERT_LT(o.stage, S);
-    ASSERT_GE(o.iteration, 0);
-    ASSERT_LT(o.iteration, I);
-    ASSERT_GE(o.op.micro_batch, 0);
-    ASSERT_LT(o.op.micro_batch, M);
-    auto& slot = op_at[op_index(o.iteration, o.stage, o.op.phase, o.op.micro_batch)];
-    ASSERT_EQ(slot, nullptr) << "op " << sim::op_name(o.op) << " of stage " << o.stage << " twice";
-    slot = &o;
-    runs[o.iteration][o.stage].push_back(&o);
-  }
-  for (int it = 0; it < I; ++it) {
-    for (int s = 0; s < S; ++s) {
-      std::vector<sim::Op> ran;
-      for (const auto* o : runs[it][s]) ran.push_back(o->op);
-      ASSERT_EQ(order_string(ran), order_string(sc.schedule.stages[s])) << "iteration " << it << " stage " << s;
+  // Every op exactly once per iteration per stage, in schedule order.
+  void index_ops() {
+    ASSERT_EQ(tl_.ops.size(), static_cast<std::size_t>(I) * S * 2 * M);
+    op_at_.assign(static_cast<std::size_t>(I) * S * 2 * M, nullptr);
+    runs_.assign(I, std::vector<std::vector<const sim::Timeline::OpSlice*>>(S));
+    for (const auto& o : tl_.ops) {
+      ASSERT_GE(o.stage, 0);
+      ASSERT_LT(o.stage, S);
+      ASSERT_GE(o.iteration, 0);
+      ASSERT_LT(o.iteration, I);
+      ASSERT_GE(o.op.micro_batch, 0);
+      ASSERT_LT(o.op.micro_batch, M);
+      auto& slot = op_at_[op_index(o.iteration, o.stage, o.op.phase, o.op.micro_batch)];
+      ASSERT_EQ(slot, nullptr) << "op " << sim::op_name(o.op) << " of stage " << o.stage << " twice";
+      slot = &o;
+      runs_[o.iteration][o.stage].push_back(&o);
+    }
+    for (int it = 0; it < I; ++it) {
+      for (int s = 0; s < S; ++s) {
+        std::vector<sim::Op> ran;
+        for (const auto* o : runs_[it][s]) ran.push_back(o->op);
+        ASSERT_EQ(order_string(ran), order_string(sc_.schedule.stages[s])) << "iteration " << it << " stage " << s;
+      }
     }
   }
-  auto op = [&](int it, int s, Phase ph, int m) -> const sim::Timeline::OpSlice& {
-    return *op_at[op_index(it, s, ph, m)];
-  };
 
-  // --- iteration boundaries --------------------------------------------------------
-  std::vector<double> T(I + 1, 0.0);
-  for (int it = 0; it < I; ++it) {
-    double end = T[it];
-    for (int s = 0; s < S; ++s) end = std::max(end, runs[it][s].back()->end + sc.model_stages[s].opt);
-    T[it + 1] = end;
+  // Iteration boundaries: each ends when its last op and optimizer step do.
+  void iteration_boundaries() {
+    T_.assign(I + 1, 0.0);
+    for (int it = 0; it < I; ++it) {
+      double end = T_[it];
+      for (int s = 0; s < S; ++s) end = std::max(end, runs_[it][s].back()->end + sc_.model_stages[s].opt);
+      T_[it + 1] = end;
+    }
+    ASSERT_EQ(r_.iteration_times_s.size(), static_cast<std::size_t>(I));
+    double sum = 0;
+    for (int it = 0; it < I; ++it) {
+      EXPECT_DOUBLE_EQ(r_.iteration_times_s[it], T_[it + 1] - T_[it]) << "iteration " << it;
+      sum += r_.iteration_times_s[it];
+    }
+    EXPECT_DOUBLE_EQ(r_.total_time_s, T_[I]);
+    EXPECT_NEAR(sum, r_.total_time_s, tol(r_.total_time_s));
   }
-  ASSERT_EQ(r.iteration_times_s.size(), static_cast<std::size_t>(I));
-  double sum = 0;
-  for (int it = 0; it < I; ++it) {
-    EXPECT_DOUBLE_EQ(r.iteration_times_s[it], T[it + 1] - T[it]) << "iteration " << it;
-    sum += r.iteration_times_s[it];
-  }
-  EXPECT_DOUBLE_EQ(r.total_time_s, T[I]);
-  EXPECT_NEAR(sum, r.total_time_s, tol(r.total_time_s));
 
-  // --- transfers: FIFO in the receiver's order, one per message --------------------
-  ASSERT_EQ(tl.transfers.size(), static_cast<std::size_t>(I) * C * M);
-  auto channel_of = [&](int from, int to) { return to > from ? from : (S - 1) + to; };
-  // lists[it][c] = transfers in recorded (= completion) order
-  std::vector<std::vector<std::vector<const sim::Timeline::TransferSlice*>>> lists(
-      I, std::vector<std::vector<const sim::Timeline::TransferSlice*>>(C));
-  std::vector<const sim::Timeline::TransferSlice*> xfer_at(static_cast<std::size_t>(I) * C * M, nullptr);
-  for (const auto& t : tl.transfers) {
-    ASSERT_TRUE(std::abs(t.from - t.to) == 1 && t.from >= 0 && t.to >= 0 && t.from < S && t.to < S);
-    ASSERT_GE(t.iteration, 0);
-    ASSERT_LT(t.iteration, I);
-    const int c = channel_of(t.from, t.to);
-    lists[t.iteration][c].push_back(&t);
-    auto& slot = xfer_at[(static_cast<std::size_t>(t.iteration) * C + c) * M + t.micro_batch];
-    ASSERT_EQ(slot, nullptr) << "micro-batch " << t.micro_batch << " sent twice on " << t.from << "->" << t.to;
-    slot = &t;
+  // One transfer per message; lists_[it][c] in recorded (= completion) order.
+  void index_transfers() {
+    ASSERT_EQ(tl_.transfers.size(), static_cast<std::size_t>(I) * C * M);
+    lists_.assign(I, std::vector<std::vector<const sim::Timeline::TransferSlice*>>(C));
+    xfer_at_.assign(static_cast<std::size_t>(I) * C * M, nullptr);
+    for (const auto& t : tl_.transfers) {
+      ASSERT_TRUE(std::abs(t.from - t.to) == 1 && t.from >= 0 && t.to >= 0 && t.from < S && t.to < S);
+      ASSERT_GE(t.iteration, 0);
+      ASSERT_LT(t.iteration, I);
+      const int c = channel_of(t.from, t.to);
+      lists_[t.iteration][c].push_back(&t);
+      auto& slot = xfer_at_[(static_cast<std::size_t>(t.iteration) * C + c) * M + t.micro_batch];
+      ASSERT_EQ(slot, nullptr) << "micro-batch " << t.micro_batch << " sent twice on " << t.from << "->" << t.to;
+      slot = &t;
+    }
   }
-  auto xfer = [&](int it, int c, int m) -> const sim::Timeline::TransferSlice& {
-    return *xfer_at[(static_cast<std::size_t>(it) * C + c) * M + m];
-  };
-  for (int c = 0; c < C; ++c) {
+
+  // Transfers: FIFO in the receiver's order, each starting when its message, the channel
+  // and the receiver's buffer allow; the channel statistics.
+  void transfers() {
+    for (int c = 0; c < C; ++c) {
+      channel(c);
+      if (testing::Test::HasFatalFailure()) return;
+    }
+  }
+
+  // Ops: each starts exactly when both the stage and its input are ready.
+  void ops() {
+    for (int s = 0; s < S; ++s) stage_ops(s);
+  }
+
+  // Memory and in flight, recomputed from the timeline.
+  void levels() {
+    std::vector<Level> mem(S), inflight(S);
+    recompute_levels(mem, inflight);
+    for (int s = 0; s < S; ++s) {
+      EXPECT_DOUBLE_EQ(r_.stages[s].peak_memory_bytes, mem[s].peak) << "stage " << s;
+      EXPECT_EQ(r_.stages[s].peak_inflight, static_cast<int>(inflight[s].peak)) << "stage " << s;
+      EXPECT_EQ(r_.stages[s].peak_inflight, order_peak(sc_.schedule.stages[s])) << "stage " << s;
+      if (rc_.free_unit && sc_.schedule.name() != "custom") {
+        EXPECT_EQ(r_.stages[s].peak_inflight, warmup_count(sc_.schedule, S, M, s)) << "stage " << s;
+      }
+    }
+    for (const auto& c : tl_.counters) {
+      ASSERT_GE(c.stage, 0);
+      ASSERT_LT(c.stage, S);
+      EXPECT_GE(c.value, 0.0);
+      if (c.kind == sim::Counter::Memory) {
+        EXPECT_GE(c.value, sc_.model_stages[c.stage].static_bytes) << "memory of stage " << c.stage << " at " << c.time;
+        EXPECT_DOUBLE_EQ(c.value, mem[c.stage].at(c.time)) << "memory of stage " << c.stage << " at " << c.time;
+      }
+    }
+  }
+
+  // The summary's counts.
+  void summary() {
+    EXPECT_EQ(r_.compute_ops, static_cast<std::uint64_t>(I) * S * 2 * M);
+    EXPECT_EQ(r_.transfers, static_cast<std::uint64_t>(I) * C * M);
+    EXPECT_EQ(r_.num_stages, S);
+    EXPECT_EQ(r_.micro_batches, M);
+    EXPECT_EQ(r_.iterations, I);
+    EXPECT_GE(r_.bubble_fraction(), 0.0);
+    EXPECT_LT(r_.bubble_fraction(), 1.0);
+  }
+
+ private:
+  std::size_t op_index(int it, int s, Phase ph, int m) const {
+    return ((static_cast<std::size_t>(it) * S + s) * 2 + (ph == Phase::Backward)) * M + m;
+  }
+  const sim::Timeline::OpSlice& op(int it, int s, Phase ph, int m) const { return *op_at_[op_index(it, s, ph, m)]; }
+  int channel_of(int from, int to) const { return to > from ? from : (S - 1) + to; }
+  const sim::Timeline::TransferSlice& xfer(int it, int c, int m) const {
+    return *xfer_at_[(static_cast<std::size_t>(it) * C + c) * M + m];
+  }
+
+  void channel(int c) {
     const bool fwd = c < S - 1;
     const int s = fwd ? c : c - (S - 1);
     const int from = fwd ? s : s + 1, to = fwd ? s + 1 : s;
     const Phase ph = fwd ? Phase::Forward : Phase::Backward;
-    const sim::ChannelSpec& spec = sc.network.channel(from, to);
-    const double bytes = fwd ? sc.model_stages[s].out : sc.model_stages[s + 1].gout;
+    const sim::ChannelSpec& spec = sc_.network.channel(from, to);
+    const double bytes = fwd ? sc_.model_stages[s].out : sc_.model_stages[s + 1].gout;
     std::vector<int> consumption;
-    for (const auto& o : sc.schedule.stages[to])
+    for (const auto& o : sc_.schedule.stages[to])
       if (o.phase == ph) consumption.push_back(o.micro_batch);
     double prev_end = 0;
     for (int it = 0; it < I; ++it) {
-      const auto& list = lists[it][c];
+      const auto& list = lists_[it][c];
       ASSERT_EQ(list.size(), static_cast<std::size_t>(M));
       for (int n = 0; n < M; ++n) {
         const auto& t = *list[n];
@@ -300,8 +350,7 @@ void check_case(const RandomCase& rc) {
         prev_end = t.end;
       }
     }
-    // Channel statistics.
-    const auto& cr = r.channels[c];
+    const auto& cr = r_.channels[c];
     EXPECT_EQ(cr.from, from);
     EXPECT_EQ(cr.to, to);
     EXPECT_EQ(cr.messages, static_cast<std::uint64_t>(M) * I);
@@ -310,27 +359,26 @@ void check_case(const RandomCase& rc) {
     }
   }
 
-  // --- ops: each starts exactly when both the stage and its input are ready --------
-  for (int s = 0; s < S; ++s) {
-    const RateTrace& speed = sc.network.speed(s);
+  void stage_ops(int s) {
+    const RateTrace& speed = sc_.network.speed(s);
     const bool unit = speed.is_constant() && speed.values()[0] == 1.0;
     double prev_end = 0;
     double busy = 0;
     for (int it = 0; it < I; ++it) {
-      prev_end = std::max(prev_end, T[it]);
-      for (const auto* o : runs[it][s]) {
+      prev_end = std::max(prev_end, T_[it]);
+      for (const auto* o : runs_[it][s]) {
         const int m = o->op.micro_batch;
         SCOPED_TRACE(testing::Message() << "iteration " << it << " stage " << s << " " << sim::op_name(o->op));
         double ready;
         if (o->op.phase == Phase::Forward) {
-          ready = s == 0 ? T[it] : xfer(it, channel_of(s - 1, s), m).end;
+          ready = s == 0 ? T_[it] : xfer(it, channel_of(s - 1, s), m).end;
         } else {
           ready = s == S - 1 ? op(it, s, Phase::Forward, m).end : xfer(it, channel_of(s + 1, s), m).end;
         }
         EXPECT_GE(o->start, ready);
         EXPECT_GE(o->start, prev_end);  // non-overlapping on the stage
         EXPECT_DOUBLE_EQ(o->start, std::max(prev_end, ready));
-        const double d = o->op.phase == Phase::Forward ? sc.model_stages[s].fwd : sc.model_stages[s].bwd;
+        const double d = o->op.phase == Phase::Forward ? sc_.model_stages[s].fwd : sc_.model_stages[s].bwd;
         if (unit) {
           EXPECT_DOUBLE_EQ(o->end, o->start + d);
         } else {
@@ -341,63 +389,61 @@ void check_case(const RandomCase& rc) {
         busy += o->end - o->start;
       }
     }
-    EXPECT_DOUBLE_EQ(r.stages[s].busy_s, busy) << "stage " << s;
-    EXPECT_DOUBLE_EQ(r.stages[s].bubble_s, r.total_time_s - r.stages[s].busy_s);
+    EXPECT_DOUBLE_EQ(r_.stages[s].busy_s, busy) << "stage " << s;
+    EXPECT_DOUBLE_EQ(r_.stages[s].bubble_s, r_.total_time_s - r_.stages[s].busy_s);
   }
 
-  // --- memory and in-flight, recomputed from the timeline --------------------------
-  std::vector<Level> mem(S), inflight(S);
-  for (int s = 0; s < S; ++s) mem[s].initial = sc.model_stages[s].static_bytes;
-  for (const auto& o : tl.ops) {
-    const double act = sc.model_stages[o.stage].act;
-    if (o.op.phase == Phase::Forward) {
-      mem[o.stage].changes.emplace_back(o.start, act);
-      inflight[o.stage].changes.emplace_back(o.start, 1);
-    } else {
-      mem[o.stage].changes.emplace_back(o.end, -act);
-      inflight[o.stage].changes.emplace_back(o.end, -1);
+  void recompute_levels(std::vector<Level>& mem, std::vector<Level>& inflight) const {
+    for (int s = 0; s < S; ++s) mem[s].initial = sc_.model_stages[s].static_bytes;
+    for (const auto& o : tl_.ops) {
+      const double act = sc_.model_stages[o.stage].act;
+      if (o.op.phase == Phase::Forward) {
+        mem[o.stage].changes.emplace_back(o.start, act);
+        inflight[o.stage].changes.emplace_back(o.start, 1);
+      } else {
+        mem[o.stage].changes.emplace_back(o.end, -act);
+        inflight[o.stage].changes.emplace_back(o.end, -1);
+      }
     }
-  }
-  for (const auto& t : tl.transfers) {
-    const Phase ph = t.to > t.from ? Phase::Forward : Phase::Backward;
-    mem[t.to].changes.emplace_back(t.end, t.bytes);
-    mem[t.to].changes.emplace_back(op(t.iteration, t.to, ph, t.micro_batch).start, -t.bytes);
-  }
-  for (int s = 0; s < S; ++s) {
-    mem[s].settle();
-    inflight[s].settle();
-    EXPECT_DOUBLE_EQ(r.stages[s].peak_memory_bytes, mem[s].peak) << "stage " << s;
-    EXPECT_EQ(r.stages[s].peak_inflight, static_cast<int>(inflight[s].peak)) << "stage " << s;
-    EXPECT_EQ(r.stages[s].peak_inflight, order_peak(sc.schedule.stages[s])) << "stage " << s;
-    if (rc.free_unit && sc.schedule.name() != "custom") {
-      EXPECT_EQ(r.stages[s].peak_inflight, warmup_count(sc.schedule, S, M, s)) << "stage " << s;
+    for (const auto& t : tl_.transfers) {
+      const Phase ph = t.to > t.from ? Phase::Forward : Phase::Backward;
+      mem[t.to].changes.emplace_back(t.end, t.bytes);
+      mem[t.to].changes.emplace_back(op(t.iteration, t.to, ph, t.micro_batch).start, -t.bytes);
     }
-  }
-  for (const auto& c : tl.counters) {
-    ASSERT_GE(c.stage, 0);
-    ASSERT_LT(c.stage, S);
-    EXPECT_GE(c.value, 0.0);
-    if (c.kind == sim::Counter::Memory) {
-      EXPECT_GE(c.value, sc.model_stages[c.stage].static_bytes) << "memory of stage " << c.stage << " at " << c.time;
-      EXPECT_DOUBLE_EQ(c.value, mem[c.stage].at(c.time)) << "memory of stage " << c.stage << " at " << c.time;
+    for (int s = 0; s < S; ++s) {
+      mem[s].settle();
+      inflight[s].settle();
     }
   }
 
-  // --- summary -----------------------------------------------------------------------
-  EXPECT_EQ(r.compute_ops, static_cast<std::uint64_t>(I) * S * 2 * M);
-  EXPECT_EQ(r.transfers, static_cast<std::uint64_t>(I) * C * M);
-  EXPECT_EQ(r.num_stages, S);
-  EXPECT_EQ(r.micro_batches, M);
-  EXPECT_EQ(r.iterations, I);
-  EXPECT_GE(r.bubble_fraction(), 0.0);
-  EXPECT_LT(r.bubble_fraction(), 1.0);
+  const RandomCase& rc_;
+  const sim::Scenario& sc_;
+  const sim::SimResult& r_;
+  const sim::Timeline& tl_;
+  const int S, M, I, C;
+  std::vector<const sim::Timeline::OpSlice*> op_at_;
+  std::vector<std::vector<std::vector<const sim::Timeline::OpSlice*>>> runs_;
+  std::vector<double> T_;
+  std::vector<std::vector<std::vector<const sim::Timeline::TransferSlice*>>> lists_;
+  std::vector<const sim::Timeline::TransferSlice*> xfer_at_;
+};
 
-  // --- determinism -------------------------------------------------------------------
-  const auto again = sim::simulate(sc, {.timeline = true});
+void check_case(const RandomCase& rc) {
+  const auto r = sim::simulate(rc.sc, {.timeline = true});
+  ASSERT_TRUE(r.timeline.has_value());
+  CaseCheck check(rc, r);
+  // A fatal failure in one check leaves the indexes the next ones use incomplete.
+  for (void (CaseCheck::*step)() : {&CaseCheck::index_ops, &CaseCheck::iteration_boundaries,
+                                    &CaseCheck::index_transfers, &CaseCheck::transfers, &CaseCheck::ops,
+                                    &CaseCheck::levels, &CaseCheck::summary}) {
+    (check.*step)();
+    if (testing::Test::HasFatalFailure()) return;
+  }
+  // Determinism: a rerun gives the same outputs, and recording the timeline changes no result.
+  const auto again = sim::simulate(rc.sc, {.timeline = true});
   EXPECT_EQ(sim::summary_json(r).dump(), sim::summary_json(again).dump());
   EXPECT_EQ(sim::timeline_json(r), sim::timeline_json(again));
-  // Recording the timeline does not change the results.
-  EXPECT_EQ(sim::summary_json(r).dump(), sim::summary_json(sim::simulate(sc)).dump());
+  EXPECT_EQ(sim::summary_json(r).dump(), sim::summary_json(sim::simulate(rc.sc)).dump());
 }
 
 TEST(Properties, RandomScenarios) {
