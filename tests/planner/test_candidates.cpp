@@ -80,167 +80,206 @@ bool check_plan(const sim::Pipeline& p_in, const sim::Network& net, const planne
   return true;
 }
 
+// The properties of one plan, one check each. fits(m): the candidate's model memory is
+// within the limit.
+class ResultCheck {
+ public:
+  ResultCheck(const planner::PlanResult& plan, const sim::Pipeline& p, const sim::Network& net,
+              const planner::PlanOptions& o, Stats* stats)
+      : plan(plan), p(p), net(net), o(o), stats(stats), S(p.num_stages()), B(o.global_batch_size),
+        limit(o.memory_limit_bytes), sizes(valid_sizes(p, B)), cands(plan.candidates) {}
+
+  // Statuses, memory, exactly one chosen.
+  void statuses() {
+    int chosen_count = 0;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      const Candidate& c = cands[i];
+      SCOPED_TRACE(describe(c));
+      EXPECT_EQ(c.micro_batches * c.micro_batch_size, B);
+      EXPECT_NE(std::find(sizes.begin(), sizes.end(), c.micro_batch_size), sizes.end());
+      ASSERT_EQ(c.model_memory.size(), static_cast<std::size_t>(S));
+      EXPECT_EQ(c.model_memory, model_of(p, net, c.spec, c.micro_batch_size, B));
+      if (c.status == Status::Chosen) {
+        ++chosen_count;
+        EXPECT_EQ(i, plan.chosen);
+      }
+      if (c.evaluated) {
+        EXPECT_TRUE(c.status == Status::Chosen || c.status == Status::Lost);
+        EXPECT_TRUE(fits(c.model_memory));
+        if (stats) ++stats->evaluated;
+      } else {
+        EXPECT_TRUE(c.status == Status::Pruned || c.status == Status::Infeasible);
+      }
+      // Entries over the limit are infeasible, and only those.
+      EXPECT_EQ(c.status == Status::Infeasible, !fits(c.model_memory));
+      if (stats) {
+        stats->pruned += c.status == Status::Pruned;
+        stats->infeasible += c.status == Status::Infeasible;
+      }
+      EXPECT_FALSE(c.reason.empty());
+    }
+    EXPECT_EQ(chosen_count, 1);
+    ASSERT_LT(plan.chosen, cands.size());
+  }
+
+  // Selection: argmin of (time, peak model memory, k) over the evaluated. Times within a
+  // relative 1e-9 are a tie (rounding of the same sums in another order); then memory,
+  // then k decide.
+  void selection() {
+    const Candidate& win = cands[plan.chosen];
+    for (const Candidate& c : cands) {
+      if (!c.evaluated) continue;
+      const double tw = win.predicted_iteration_time_s, tc = c.predicted_iteration_time_s;
+      const bool tie = std::fabs(tw - tc) <= 1e-9 * std::max(std::fabs(tw), std::fabs(tc));
+      if (!tie) {
+        EXPECT_LT(tw, tc) << "chosen " << describe(win) << " but " << describe(c) << " is faster";
+        continue;
+      }
+      const auto key = std::tuple(c.peak_model_memory(), c.k);
+      const auto wkey = std::tuple(win.peak_model_memory(), win.k);
+      EXPECT_LE(wkey, key) << "chosen " << describe(win) << " but " << describe(c) << " ties and is better";
+    }
+    EXPECT_EQ(win.status, Status::Chosen);
+    const sim::Schedule wsch = sim::make_schedule(win.spec, S, win.micro_batches);
+    EXPECT_EQ(plan.chosen_schedule.stages, wsch.stages);
+    ASSERT_EQ(plan.chosen_stages.size(), static_cast<std::size_t>(S));
+    const auto wst = p.at(win.micro_batch_size);
+    for (int s = 0; s < S; ++s) {
+      EXPECT_EQ(plan.chosen_stages[s].fwd, wst[s].fwd);
+      EXPECT_EQ(plan.chosen_stages[s].act, wst[s].act);
+      EXPECT_EQ(plan.chosen_stages[s].out, wst[s].out);
+    }
+    if (plan.one_f_one_b) {
+      const Candidate& base = cands[*plan.one_f_one_b];
+      EXPECT_EQ(base.spec.label(), "1f1b");
+      EXPECT_TRUE(base.evaluated);
+      EXPECT_DOUBLE_EQ(plan.speedup_over_1f1b(), base.predicted_iteration_time_s / win.predicted_iteration_time_s);
+      EXPECT_GE(plan.speedup_over_1f1b(), 1.0);
+    }
+  }
+
+  // Evaluation: exactly the simulator.
+  void evaluation() {
+    for (const Candidate& c : cands) {
+      if (!c.evaluated) continue;
+      SCOPED_TRACE(describe(c));
+      sim::Scenario sc = sim::make_scenario(p, net, sim::make_schedule(c.spec, S, c.micro_batches),
+                                            c.micro_batch_size, o.eval_iterations);
+      sc.start_time_s = o.eval_start_s;
+      const sim::SimResult r = sim::simulate(sc);
+      ASSERT_EQ(static_cast<int>(r.iteration_times_s.size()), o.eval_iterations);
+      EXPECT_EQ(c.predicted_iteration_time_s, r.mean_iteration_time_s());
+      EXPECT_EQ(c.throughput_samples_per_s, r.throughput_samples_per_s());
+      ASSERT_EQ(c.simulated_memory.size(), static_cast<std::size_t>(S));
+      for (int s = 0; s < S; ++s) {
+        EXPECT_EQ(c.simulated_memory[s], r.stages[s].peak_memory_bytes) << "stage " << s;
+        EXPECT_GE(c.model_memory[s], c.simulated_memory[s]) << "stage " << s << ": model below the simulated peak";
+      }
+    }
+  }
+
+  // The memory-limit curve: one evaluated point per k = 1..K, monotone in b, the larger b
+  // over the limit and the smaller ones pruned.
+  void curve() {
+    std::map<int, const Candidate*> curve;  // k -> evaluated 1f1b/kfkb point
+    for (const Candidate& c : cands) {
+      if (!c.evaluated || !is_curve_schedule(c)) continue;
+      EXPECT_TRUE(curve.emplace(c.k, &c).second) << "two curve points for k = " << c.k;
+      if (c.spec.family == "1f1b") {
+        EXPECT_EQ(c.k, 1);
+      }
+    }
+    if (stats) stats->curve_points += static_cast<int>(curve.size());
+    ASSERT_FALSE(curve.empty()) << "no curve point although a plan was found";
+    EXPECT_EQ(curve.begin()->first, 1);
+    EXPECT_EQ(curve.rbegin()->first, static_cast<int>(curve.size())) << "curve ks are not 1..K";
+    int prev_b = 1 << 30;
+    for (const auto& [k, c] : curve) {
+      SCOPED_TRACE(describe(*c));
+      // Monotone: the largest feasible b never grows with k.
+      EXPECT_LE(c->micro_batch_size, prev_b) << "k = " << k;
+      prev_b = c->micro_batch_size;
+      // Every larger valid b (k <= M) is over the limit; in particular the next one.
+      for (int b : sizes) {
+        if (b <= c->micro_batch_size || k > B / b) continue;
+        EXPECT_GT(peak(model_of(p, net, sim::ScheduleSpec::named("kfkb", k), b, B)), limit) << "k = " << k << ", b = " << b << " fits too";
+      }
+      // Every smaller valid b with the same k is listed as pruned.
+      for (int b : sizes) {
+        if (b >= c->micro_batch_size || k > B / b) continue;
+        const auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& x) {
+          return is_curve_schedule(x) && x.k == k && x.micro_batch_size == b;
+        });
+        ASSERT_NE(it, cands.end()) << "k = " << k << ", b = " << b << " missing";
+        EXPECT_EQ(it->status, Status::Pruned) << describe(*it);
+      }
+    }
+    ends(curve);
+  }
+
+  // The baselines at their largest feasible b, or infeasible.
+  void baselines() {
+    for (const char* name : {"1f1b", "dapple-b", "gpipe"}) {
+      SCOPED_TRACE(name);
+      std::optional<int> largest;  // largest b at which the baseline fits
+      for (int b : sizes)
+        if (fits(model_of(p, net, sim::ScheduleSpec::named(name), b, B))) largest = b;
+      const auto it = std::find_if(cands.begin(), cands.end(),
+                                   [&](const Candidate& x) { return x.spec.family == name && (x.evaluated || !largest); });
+      ASSERT_NE(it, cands.end()) << "baseline missing from the candidates";
+      if (largest) {
+        EXPECT_EQ(it->micro_batch_size, *largest);
+        EXPECT_TRUE(it->evaluated);
+      } else {
+        EXPECT_EQ(it->status, Status::Infeasible);
+      }
+    }
+  }
+
+ private:
+  bool fits(const std::vector<double>& m) const { return peak(m) <= limit; }
+
+  // The candidates around the curve's points, and why the curve ends.
+  void ends(const std::map<int, const Candidate*>& curve) {
+    // Same k, smaller b than its curve point: pruned; larger b: infeasible.
+    for (const Candidate& c : cands) {
+      if (!is_curve_schedule(c) || c.evaluated) continue;
+      const auto it = curve.find(c.k);
+      if (it == curve.end()) continue;
+      if (c.micro_batch_size < it->second->micro_batch_size) {
+        EXPECT_EQ(c.status, Status::Pruned) << describe(c);
+      }
+      if (c.micro_batch_size > it->second->micro_batch_size) {
+        EXPECT_EQ(c.status, Status::Infeasible) << describe(c);
+      }
+    }
+    // The curve ends because no b fits the next k.
+    const int K = curve.rbegin()->first;
+    for (int b : sizes) {
+      if (K + 1 > B / b) continue;
+      EXPECT_GT(peak(model_of(p, net, sim::ScheduleSpec::named("kfkb", K + 1), b, B)), limit) << "the curve stops at k = " << K
+                                                                    << " but k = " << K + 1 << ", b = " << b << " fits";
+    }
+  }
+
+  const planner::PlanResult& plan;
+  const sim::Pipeline& p;
+  const sim::Network& net;
+  const planner::PlanOptions& o;
+  Stats* stats;
+  const int S, B;
+  const double limit;
+  const std::vector<int> sizes;
+  const std::vector<Candidate>& cands;
+};
+
 void check_result(const planner::PlanResult& plan, const sim::Pipeline& p, const sim::Network& net,
                   const planner::PlanOptions& o, Stats* stats) {
-  const int S = p.num_stages();
-  const int B = o.global_batch_size;
-  const double limit = o.memory_limit_bytes;
-  const std::vector<int> sizes = valid_sizes(p, B);
-  const auto& cands = plan.candidates;
-  auto fits = [&](const std::vector<double>& m) { return peak(m) <= limit; };
-
-  // --- statuses, memory, exactly one chosen ------------------------------------
-  int chosen_count = 0;
-  for (std::size_t i = 0; i < cands.size(); ++i) {
-    const Candidate& c = cands[i];
-    SCOPED_TRACE(describe(c));
-    EXPECT_EQ(c.micro_batches * c.micro_batch_size, B);
-    EXPECT_NE(std::find(sizes.begin(), sizes.end(), c.micro_batch_size), sizes.end());
-    ASSERT_EQ(c.model_memory.size(), static_cast<std::size_t>(S));
-    EXPECT_EQ(c.model_memory, model_of(p, net, c.spec, c.micro_batch_size, B));
-    if (c.status == Status::Chosen) {
-      ++chosen_count;
-      EXPECT_EQ(i, plan.chosen);
-    }
-    if (c.evaluated) {
-      EXPECT_TRUE(c.status == Status::Chosen || c.status == Status::Lost);
-      EXPECT_TRUE(fits(c.model_memory));
-      if (stats) ++stats->evaluated;
-    } else {
-      EXPECT_TRUE(c.status == Status::Pruned || c.status == Status::Infeasible);
-    }
-    // Entries over the limit are infeasible, and only those.
-    EXPECT_EQ(c.status == Status::Infeasible, !fits(c.model_memory));
-    if (stats) {
-      stats->pruned += c.status == Status::Pruned;
-      stats->infeasible += c.status == Status::Infeasible;
-    }
-    EXPECT_FALSE(c.reason.empty());
-  }
-  EXPECT_EQ(chosen_count, 1);
-  ASSERT_LT(plan.chosen, cands.size());
-
-  // --- selection: argmin of (time, peak model memory, k) over evaluated ----------
-  // Times within a relative 1e-9 are a tie (rounding of the same sums in another
-  // order); then memory, then k decide.
-  const Candidate& win = cands[plan.chosen];
-  for (const Candidate& c : cands) {
-    if (!c.evaluated) continue;
-    const double tw = win.predicted_iteration_time_s, tc = c.predicted_iteration_time_s;
-    const bool tie = std::fabs(tw - tc) <= 1e-9 * std::max(std::fabs(tw), std::fabs(tc));
-    if (!tie) {
-      EXPECT_LT(tw, tc) << "chosen " << describe(win) << " but " << describe(c) << " is faster";
-      continue;
-    }
-    const auto key = std::tuple(c.peak_model_memory(), c.k);
-    const auto wkey = std::tuple(win.peak_model_memory(), win.k);
-    EXPECT_LE(wkey, key) << "chosen " << describe(win) << " but " << describe(c) << " ties and is better";
-  }
-  EXPECT_EQ(win.status, Status::Chosen);
-  const sim::Schedule wsch = sim::make_schedule(win.spec, S, win.micro_batches);
-  EXPECT_EQ(plan.chosen_schedule.stages, wsch.stages);
-  ASSERT_EQ(plan.chosen_stages.size(), static_cast<std::size_t>(S));
-  const auto wst = p.at(win.micro_batch_size);
-  for (int s = 0; s < S; ++s) {
-    EXPECT_EQ(plan.chosen_stages[s].fwd, wst[s].fwd);
-    EXPECT_EQ(plan.chosen_stages[s].act, wst[s].act);
-    EXPECT_EQ(plan.chosen_stages[s].out, wst[s].out);
-  }
-  if (plan.one_f_one_b) {
-    const Candidate& base = cands[*plan.one_f_one_b];
-    EXPECT_EQ(base.spec.label(), "1f1b");
-    EXPECT_TRUE(base.evaluated);
-    EXPECT_DOUBLE_EQ(plan.speedup_over_1f1b(), base.predicted_iteration_time_s / win.predicted_iteration_time_s);
-    EXPECT_GE(plan.speedup_over_1f1b(), 1.0);
-  }
-
-  // --- evaluation: exactly the simulator ------------------------------------------
-  for (const Candidate& c : cands) {
-    if (!c.evaluated) continue;
-    SCOPED_TRACE(describe(c));
-    sim::Scenario sc = sim::make_scenario(p, net, sim::make_schedule(c.spec, S, c.micro_batches),
-                                          c.micro_batch_size, o.eval_iterations);
-    sc.start_time_s = o.eval_start_s;
-    const sim::SimResult r = sim::simulate(sc);
-    ASSERT_EQ(static_cast<int>(r.iteration_times_s.size()), o.eval_iterations);
-    EXPECT_EQ(c.predicted_iteration_time_s, r.mean_iteration_time_s());
-    EXPECT_EQ(c.throughput_samples_per_s, r.throughput_samples_per_s());
-    ASSERT_EQ(c.simulated_memory.size(), static_cast<std::size_t>(S));
-    for (int s = 0; s < S; ++s) {
-      EXPECT_EQ(c.simulated_memory[s], r.stages[s].peak_memory_bytes) << "stage " << s;
-      EXPECT_GE(c.model_memory[s], c.simulated_memory[s]) << "stage " << s << ": model below the simulated peak";
-    }
-  }
-
-  // --- the memory-limit curve --------------------------------------------------------
-  std::map<int, const Candidate*> curve;  // k -> evaluated 1f1b/kfkb point
-  for (const Candidate& c : cands) {
-    if (!c.evaluated || !is_curve_schedule(c)) continue;
-    EXPECT_TRUE(curve.emplace(c.k, &c).second) << "two curve points for k = " << c.k;
-    if (c.spec.family == "1f1b") {
-      EXPECT_EQ(c.k, 1);
-    }
-  }
-  if (stats) stats->curve_points += static_cast<int>(curve.size());
-  ASSERT_FALSE(curve.empty()) << "no curve point although a plan was found";
-  EXPECT_EQ(curve.begin()->first, 1);
-  EXPECT_EQ(curve.rbegin()->first, static_cast<int>(curve.size())) << "curve ks are not 1..K";
-  int prev_b = 1 << 30;
-  for (const auto& [k, c] : curve) {
-    SCOPED_TRACE(describe(*c));
-    // Monotone: the largest feasible b never grows with k.
-    EXPECT_LE(c->micro_batch_size, prev_b) << "k = " << k;
-    prev_b = c->micro_batch_size;
-    // Every larger valid b (k <= M) is over the limit; in particular the next one.
-    for (int b : sizes) {
-      if (b <= c->micro_batch_size || k > B / b) continue;
-      EXPECT_GT(peak(model_of(p, net, sim::ScheduleSpec::named("kfkb", k), b, B)), limit) << "k = " << k << ", b = " << b << " fits too";
-    }
-    // Every smaller valid b with the same k is listed as pruned.
-    for (int b : sizes) {
-      if (b >= c->micro_batch_size || k > B / b) continue;
-      const auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& x) {
-        return is_curve_schedule(x) && x.k == k && x.micro_batch_size == b;
-      });
-      ASSERT_NE(it, cands.end()) << "k = " << k << ", b = " << b << " missing";
-      EXPECT_EQ(it->status, Status::Pruned) << describe(*it);
-    }
-  }
-  // Same k, smaller b than its curve point: pruned; larger b: infeasible.
-  for (const Candidate& c : cands) {
-    if (!is_curve_schedule(c) || c.evaluated) continue;
-    const auto it = curve.find(c.k);
-    if (it == curve.end()) continue;
-    if (c.micro_batch_size < it->second->micro_batch_size) {
-      EXPECT_EQ(c.status, Status::Pruned) << describe(c);
-    }
-    if (c.micro_batch_size > it->second->micro_batch_size) {
-      EXPECT_EQ(c.status, Status::Infeasible) << describe(c);
-    }
-  }
-  // The curve ends because no b fits the next k.
-  const int K = curve.rbegin()->first;
-  for (int b : sizes) {
-    if (K + 1 > B / b) continue;
-    EXPECT_GT(peak(model_of(p, net, sim::ScheduleSpec::named("kfkb", K + 1), b, B)), limit) << "the curve stops at k = " << K
-                                                                  << " but k = " << K + 1 << ", b = " << b << " fits";
-  }
-
-  // --- baselines -----------------------------------------------------------------------
-  for (const char* name : {"1f1b", "dapple-b", "gpipe"}) {
-    SCOPED_TRACE(name);
-    std::optional<int> largest;  // largest b at which the baseline fits
-    for (int b : sizes)
-      if (fits(model_of(p, net, sim::ScheduleSpec::named(name), b, B))) largest = b;
-    const auto it = std::find_if(cands.begin(), cands.end(),
-                                 [&](const Candidate& x) { return x.spec.family == name && (x.evaluated || !largest); });
-    ASSERT_NE(it, cands.end()) << "baseline missing from the candidates";
-    if (largest) {
-      EXPECT_EQ(it->micro_batch_size, *largest);
-      EXPECT_TRUE(it->evaluated);
-    } else {
-      EXPECT_EQ(it->status, Status::Infeasible);
-    }
+  ResultCheck check(plan, p, net, o, stats);
+  for (void (ResultCheck::*step)() : {&ResultCheck::statuses, &ResultCheck::selection, &ResultCheck::evaluation,
+                                      &ResultCheck::curve, &ResultCheck::baselines}) {
+    (check.*step)();
+    if (testing::Test::HasFatalFailure()) return;
   }
 }
 
