@@ -545,6 +545,64 @@ std::string shell(const std::string& cmd, int& rc) {
 }
 #endif
 
+#ifdef ADAGROUPER_CALIB_BIN
+// The raw records of a replay (one JSON line per op), by (stage, iteration).
+std::map<std::pair<int, int>, std::vector<json>> records_by_stage_iteration(const fs::path& raw) {
+  std::map<std::pair<int, int>, std::vector<json>> out;
+  std::istringstream lines(clirunner::slurp(raw));
+  for (std::string line; std::getline(lines, line);) {
+    const json j = json::parse(line);
+    out[{j["stage"].get<int>(), j["iteration"].get<int>()}].push_back(j);
+  }
+  return out;
+}
+
+// Every op of the plan's programs ran once per iteration, in the program's order.
+void expect_programs_ran(const json& plan, const std::map<std::pair<int, int>, std::vector<json>>& records) {
+  for (const auto& [key, ops] : records) {
+    const auto& program = plan["devices"][key.first]["program"];
+    ASSERT_EQ(ops.size(), program.size()) << key.first << " " << key.second;
+    double prev_compute_end = -1e300;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      EXPECT_EQ(ops[i]["kind"], program[i]["op"]);
+      EXPECT_EQ(ops[i]["micro_batch"], program[i]["micro_batch"]);
+      EXPECT_LE(ops[i]["start_s"].get<double>(), ops[i]["end_s"].get<double>());
+      if (program[i]["op"] == "forward" || program[i]["op"] == "backward") {
+        EXPECT_GE(ops[i]["start_s"].get<double>(), prev_compute_end - 1e-6);
+        prev_compute_end = ops[i]["end_s"];
+      } else {
+        EXPECT_EQ(ops[i]["peer"], program[i]["peer"]);
+        EXPECT_EQ(ops[i]["tag"], program[i]["tag"]);
+        EXPECT_EQ(ops[i]["bytes"].get<double>(), std::round(program[i]["bytes"].get<double>()));
+      }
+    }
+  }
+}
+
+// Send/recv pairs of a two-stage replay with M micro-batches: the n-th send of a channel
+// and the n-th recv from it carry the same tag, and the data arrives after the send began.
+void expect_send_recv_pairs(std::map<std::pair<int, int>, std::vector<json>>& records, int M) {
+  for (int it = -1; it < 2; ++it) {
+    for (int from = 0; from < 2; ++from) {
+      const int to = 1 - from;
+      std::vector<json> sends, recvs;
+      for (const auto& j : records[{from, it}])
+        if (j["kind"] == "send") sends.push_back(j);
+      for (const auto& j : records[{to, it}])
+        if (j["kind"] == "recv") recvs.push_back(j);
+      ASSERT_EQ(sends.size(), static_cast<std::size_t>(M));
+      ASSERT_EQ(recvs.size(), sends.size());
+      for (std::size_t n = 0; n < sends.size(); ++n) {
+        EXPECT_EQ(sends[n]["tag"], recvs[n]["tag"]);
+        EXPECT_EQ(sends[n]["bytes"], recvs[n]["bytes"]);
+        EXPECT_GE(recvs[n]["end_s"].get<double>(), sends[n]["start_s"].get<double>() - 1e-4);
+      }
+    }
+  }
+}
+
+#endif
+
 TEST(Replay, TwoStagePlanUnderMpirun) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the replay is not tested";
@@ -569,51 +627,14 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
   const json plan = json::parse(clirunner::slurp(plan_path));
   const int M = plan["chosen"]["micro_batches"];
 
-  // Every op of the program ran once per iteration, in the program's order.
-  std::map<std::pair<int, int>, std::vector<json>> by_stage_iteration;
-  std::istringstream lines(clirunner::slurp(raw));
-  for (std::string line; std::getline(lines, line);) {
-    const json j = json::parse(line);
-    by_stage_iteration[{j["stage"].get<int>(), j["iteration"].get<int>()}].push_back(j);
-  }
-  ASSERT_EQ(by_stage_iteration.size(), 2u * 3u);  // 2 stages x (1 warm-up + 2 measured)
-  for (const auto& [key, ops] : by_stage_iteration) {
-    const auto& program = plan["devices"][key.first]["program"];
-    ASSERT_EQ(ops.size(), program.size()) << key.first << " " << key.second;
-    double prev_compute_end = -1e300;
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      EXPECT_EQ(ops[i]["kind"], program[i]["op"]);
-      EXPECT_EQ(ops[i]["micro_batch"], program[i]["micro_batch"]);
-      EXPECT_LE(ops[i]["start_s"].get<double>(), ops[i]["end_s"].get<double>());
-      if (program[i]["op"] == "forward" || program[i]["op"] == "backward") {
-        EXPECT_GE(ops[i]["start_s"].get<double>(), prev_compute_end - 1e-6);
-        prev_compute_end = ops[i]["end_s"];
-      } else {
-        EXPECT_EQ(ops[i]["peer"], program[i]["peer"]);
-        EXPECT_EQ(ops[i]["tag"], program[i]["tag"]);
-        EXPECT_EQ(ops[i]["bytes"].get<double>(), std::round(program[i]["bytes"].get<double>()));
-      }
-    }
-  }
-  // Send/recv pairs: the n-th send of a channel and the n-th recv from it carry the same
-  // tag, and the data arrives after the send began.
-  for (int it = -1; it < 2; ++it) {
-    for (int from = 0; from < 2; ++from) {
-      const int to = 1 - from;
-      std::vector<json> sends, recvs;
-      for (const auto& j : by_stage_iteration[{from, it}])
-        if (j["kind"] == "send") sends.push_back(j);
-      for (const auto& j : by_stage_iteration[{to, it}])
-        if (j["kind"] == "recv") recvs.push_back(j);
-      ASSERT_EQ(sends.size(), static_cast<std::size_t>(M));
-      ASSERT_EQ(recvs.size(), sends.size());
-      for (std::size_t n = 0; n < sends.size(); ++n) {
-        EXPECT_EQ(sends[n]["tag"], recvs[n]["tag"]);
-        EXPECT_EQ(sends[n]["bytes"], recvs[n]["bytes"]);
-        EXPECT_GE(recvs[n]["end_s"].get<double>(), sends[n]["start_s"].get<double>() - 1e-4);
-      }
-    }
-  }
+  // Every op of the program ran once per iteration, in the program's order, and the
+  // sends and receives pair up.
+  auto records = records_by_stage_iteration(raw);
+  ASSERT_EQ(records.size(), 2u * 3u);  // 2 stages x (1 warm-up + 2 measured)
+  expect_programs_ran(plan, records);
+  if (testing::Test::HasFatalFailure()) return;
+  expect_send_recv_pairs(records, M);
+  if (testing::Test::HasFatalFailure()) return;
 
   // simulate of the plan's chosen schedule, two iterations, writing what `output` (an
   // option and its file) names.
