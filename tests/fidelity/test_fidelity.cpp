@@ -293,6 +293,37 @@ calib::ReplayPlan plan_of(const sim::Pipeline& pipe, const sim::Schedule& sch, i
 // Had the replay measured exactly what the simulator computed, its summary would be the
 // simulator's: same iteration times, busy and bubble time, in-flight micro-batches,
 // memory, channel busy time and queue depth.
+// A measured summary g against the simulator's a: the same fields, the same values up to
+// rounding.
+void expect_same_summary(const json& a, const json& g) {
+  ASSERT_EQ(a.size(), g.size());
+  for (auto it = a.begin(); it != a.end(); ++it) {
+    SCOPED_TRACE(it.key());
+    const json& x = *it;
+    const json& y = g.at(it.key());
+    if (x.is_number_float()) {
+      EXPECT_NEAR(x.get<double>(), y.get<double>(), 1e-9 * std::max(1.0, std::abs(x.get<double>())));
+    } else if (it.key() == "per_stage" || it.key() == "channels" || it.key() == "iteration_times_s") {
+      ASSERT_EQ(x.size(), y.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (x[i].is_number()) {
+          EXPECT_NEAR(x[i].get<double>(), y[i].get<double>(), 1e-9);
+          continue;
+        }
+        for (auto f = x[i].begin(); f != x[i].end(); ++f) {
+          double want = f->get<double>();
+          // The replay moves whole bytes: toy-4's 0.5-byte messages move 1 byte each.
+          if (f.key() == "bytes") want = x[i]["messages"].get<double>() * std::round(want / x[i]["messages"].get<double>());
+          EXPECT_NEAR(want, y[i].at(f.key()).get<double>(), 1e-6 * std::max(1.0, want))
+              << it.key() << "[" << i << "]." << f.key();
+        }
+      }
+    } else {
+      EXPECT_EQ(x, y);
+    }
+  }
+}
+
 TEST(MeasuredResult, ReproducesTheSimulatorsDefinitions) {
   TempDir tmp;
   const std::string root = SOURCE_ROOT;
@@ -337,33 +368,7 @@ TEST(MeasuredResult, ReproducesTheSimulatorsDefinitions) {
     const calib::Measurements m = measurements_of(r, plan, progs);
     EXPECT_THAT(calib::check_measurements(progs, m, 1e-9), ::testing::IsEmpty());
     const sim::SimResult got = calib::measured_result(plan, progs, m, true);
-    const json a = sim::summary_json(r), g = sim::summary_json(got);
-    ASSERT_EQ(a.size(), g.size());
-    for (auto it = a.begin(); it != a.end(); ++it) {
-      SCOPED_TRACE(it.key());
-      const json& x = *it;
-      const json& y = g.at(it.key());
-      if (x.is_number_float()) {
-        EXPECT_NEAR(x.get<double>(), y.get<double>(), 1e-9 * std::max(1.0, std::abs(x.get<double>())));
-      } else if (it.key() == "per_stage" || it.key() == "channels" || it.key() == "iteration_times_s") {
-        ASSERT_EQ(x.size(), y.size());
-        for (std::size_t i = 0; i < x.size(); ++i) {
-          if (x[i].is_number()) {
-            EXPECT_NEAR(x[i].get<double>(), y[i].get<double>(), 1e-9);
-            continue;
-          }
-          for (auto f = x[i].begin(); f != x[i].end(); ++f) {
-            double want = f->get<double>();
-            // The replay moves whole bytes: toy-4's 0.5-byte messages move 1 byte each.
-            if (f.key() == "bytes") want = x[i]["messages"].get<double>() * std::round(want / x[i]["messages"].get<double>());
-            EXPECT_NEAR(want, y[i].at(f.key()).get<double>(), 1e-6 * std::max(1.0, want))
-                << it.key() << "[" << i << "]." << f.key();
-          }
-        }
-      } else {
-        EXPECT_EQ(x, y);
-      }
-    }
+    expect_same_summary(sim::summary_json(r), sim::summary_json(got));
     EXPECT_EQ(got.timeline->ops.size(), r.timeline->ops.size());
     EXPECT_EQ(got.timeline->transfers.size(), r.timeline->transfers.size());
     EXPECT_FALSE(sim::timeline_json(got).empty());
