@@ -551,6 +551,13 @@ std::string shell(const std::string& cmd, int& rc) {
 #endif
 
 #ifdef ADAGROUPER_CALIB_BIN
+// A JSON object's keys in order.
+std::vector<std::string> keys_of(const json& doc) {
+  std::vector<std::string> keys;
+  for (auto it = doc.begin(); it != doc.end(); ++it) keys.push_back(it.key());
+  return keys;
+}
+
 // The raw records of a replay (one JSON line per op), by (stage, iteration).
 std::map<std::pair<int, int>, std::vector<json>> records_by_stage_iteration(const fs::path& raw) {
   std::map<std::pair<int, int>, std::vector<json>> out;
@@ -656,10 +663,7 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
   r = simulate_chosen("--output " + sim_out.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   const json measured = json::parse(clirunner::slurp(run)), predicted = json::parse(clirunner::slurp(sim_out));
-  std::vector<std::string> mk, pk;
-  for (auto it = measured.begin(); it != measured.end(); ++it) mk.push_back(it.key());
-  for (auto it = predicted.begin(); it != predicted.end(); ++it) pk.push_back(it.key());
-  EXPECT_EQ(mk, pk);
+  EXPECT_EQ(keys_of(measured), keys_of(predicted));
   EXPECT_EQ(measured["iterations"], 2);
   EXPECT_EQ(measured["compute_ops"], 2 * 2 * 2 * M);
   EXPECT_EQ(measured["transfers"], 2 * 2 * M);

@@ -300,6 +300,23 @@ class AdaptCli : public ::testing::Test {
   TempDir tmp_;
 };
 
+// The rows CSV of `adapt` by policy, each row split into its 9 cells, after checking the
+// header.
+void rows_by_policy(const std::string& csv, std::map<std::string, std::vector<std::vector<std::string>>>& out) {
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "policy,iteration,start_s,schedule,k,micro_batch_size,micro_batches,pause_s,iteration_time_s");
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    std::string cell;
+    while (std::getline(ls, cell, ',')) f.push_back(cell);
+    ASSERT_EQ(f.size(), 9u) << line;
+    out[f[0]].push_back(f);
+  }
+}
+
 TEST_F(AdaptCli, EndToEndOnShippedConfigsIsByteIdenticalOnARerun) {
   // --quiet: progress lines appear only when a run takes seconds, which a loaded
   // machine can make it do.
@@ -325,19 +342,9 @@ TEST_F(AdaptCli, EndToEndOnShippedConfigsIsByteIdenticalOnARerun) {
   }
 
   // Rows: a header, then 40 per policy, six policies.
-  std::istringstream in(first_rows);
-  std::string line;
-  std::getline(in, line);
-  EXPECT_EQ(line, "policy,iteration,start_s,schedule,k,micro_batch_size,micro_batches,pause_s,iteration_time_s");
   std::map<std::string, std::vector<std::vector<std::string>>> by_policy;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f;
-    std::stringstream ls(line);
-    std::string cell;
-    while (std::getline(ls, cell, ',')) f.push_back(cell);
-    ASSERT_EQ(f.size(), 9u) << line;
-    by_policy[f[0]].push_back(f);
-  }
+  rows_by_policy(first_rows, by_policy);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(by_policy.size(), 6u);
   for (const auto& [name, rows] : by_policy) EXPECT_EQ(rows.size(), 40u) << name;
 
@@ -375,7 +382,7 @@ TEST_F(AdaptCli, EndToEndOnShippedConfigsIsByteIdenticalOnARerun) {
   EXPECT_EQ(j.out, first_json);
   std::istringstream jl(slurp(path("rows.jsonl")));
   int n = 0;
-  while (std::getline(jl, line)) {
+  for (std::string line; std::getline(jl, line);) {
     const json row = json::parse(line);
     if (n == 0) {
       EXPECT_EQ(row.at("policy"), "1f1b");
