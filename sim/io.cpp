@@ -3,6 +3,7 @@
 #include "io.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,6 +89,27 @@ int claim_slot(const std::string& path) {
   }
   throw std::runtime_error(fmt::format("{}: more than {} temporary files at once", path, kMaxTemporaries));
 }
+
+// Holds back the cleanup signals of this thread while it lives: a temporary is created and
+// published under it, so that no signal arrives between the two and leaves the file behind.
+class CleanupSignalsHeld {
+ public:
+  CleanupSignalsHeld() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : kCleanupSignals) sigaddset(&set, sig);
+    held_ = ::pthread_sigmask(SIG_BLOCK, &set, &old_) == 0;
+  }
+  ~CleanupSignalsHeld() {
+    if (held_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  CleanupSignalsHeld(const CleanupSignalsHeld&) = delete;
+  CleanupSignalsHeld& operator=(const CleanupSignalsHeld&) = delete;
+
+ private:
+  sigset_t old_;
+  bool held_ = false;
+};
 
 void release_slot(int slot) {
   if (slot < 0) return;
@@ -252,6 +274,8 @@ std::size_t OutputSet::add(std::string_view option, const std::string& path) {
   if (e.staged()) {
     const bool exists = e.target.kind == OutputTarget::Kind::regular;
     const std::string base = fmt::format("{}.tmp.{}", e.target.path.string(), ::getpid());
+    install_handlers();
+    const CleanupSignalsHeld held;  // until the temporary is in the handler's list
     for (int n = 0;; ++n) {
       std::string name = n == 0 ? base : fmt::format("{}.{}", base, n);
       const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? 0600 : 0666);
