@@ -354,11 +354,13 @@ class SimpleReplay : public TwoInputs<SimpleReplay> {
     for (std::uint32_t k = 0; k < 2; ++k) bytes_[k] = k < ps.ninputs ? prog.terms[ps.terms + 2 + k] : 0.0;
   }
 
-  // Whether stage `ps` has that shape.
-  static bool fits(const Program& prog, const ProgramStage& ps) {
+  // Whether stage `ps` has that shape: input k's messages all wait in term 2 + k.
+  static bool fits(const Program& prog, const ProgramStage& ps, const std::vector<InputTerms>& terms) {
     if (ps.locals != 1 || ps.ninputs > 2 || ps.nterms != 2 + ps.ninputs) return false;
-    for (std::uint32_t k = 0; k < ps.ninputs; ++k)
-      if (prog.input_term[ps.inputs + k] != 2 + k) return false;
+    for (std::uint32_t k = 0; k < ps.ninputs; ++k) {
+      const std::uint32_t c = prog.inputs[ps.inputs + k];
+      if (prog.channels[c].count == 0 || terms[c].a != 2 + k || terms[c].b != 2 + k) return false;
+    }
     return true;
   }
 
@@ -726,7 +728,7 @@ void Dataflow::replay(std::uint32_t s, Replay r) {
 void Dataflow::replay_levels(std::uint32_t s) {
   const ProgramStage& ps = prog_.stages[s];
   const double last_t = stages_[s].last_t;
-  if (SimpleReplay::fits(prog_, ps)) return replay(s, SimpleReplay(prog_, ps, arrival_, channels_, last_t));
+  if (SimpleReplay::fits(prog_, ps, input_terms_)) return replay(s, SimpleReplay(prog_, ps, arrival_, channels_, last_t));
   if (exact_[s])
     return replay(s, ExactReplay(prog_, ps, arrival_, in_a_, input_terms_, &deltas_[ps.classes], channels_, last_t));
   replay(s, StageReplay(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));

@@ -228,14 +228,6 @@ Program build_program(const Scenario& sc) {
   p.ops.reserve(static_cast<std::size_t>(L.J) * L.M * (p.dynamic_w ? 3 : 2));
   for (int s = 0; s < L.S; ++s) build_ops(sc, L, s, consumers, p);
   build_messages(sc, L, consumers, p);
-  p.input_term.assign(p.inputs.size(), Program::kSeveralTerms);
-  for (const ProgramStage& ps : p.stages)
-    for (std::uint32_t k = ps.inputs; k < ps.inputs + ps.ninputs; ++k) {
-      const ProgramChannel& ch = p.channels[p.inputs[k]];
-      const auto* t = p.msg_term.data() + ch.first;
-      if (ch.count > 0 && std::all_of(t, t + ch.count, [&](std::uint16_t x) { return x == t[0]; }))
-        p.input_term[k] = t[0];
-    }
   return p;
 }
 

@@ -83,10 +83,6 @@ struct Program {
   std::vector<OpClass> classes;
   std::vector<double> terms;         // bytes per count, per stage (ProgramStage::terms)
   std::vector<std::uint32_t> inputs; // input channels per stage
-  // Per input channel of a stage (parallel to inputs): the one memory term all its messages
-  // wait in, or kSeveralTerms (a channel that carries activations and gradients).
-  std::vector<std::uint16_t> input_term;
-  static constexpr std::uint16_t kSeveralTerms = 0xffff;
   std::vector<ProgramChannel> channels;
   // Per message (channel.first + n): the position, within the sending stage's listed
   // ops, of the op that produces the channel's n-th message; its bytes; and the memory
