@@ -9,23 +9,25 @@
 // of d cannot have. For every op x the chain analysis finds L_d(x), the last position on
 // stage d that x depends on; the message of x can be waiting before or during op i only
 // if L_d(x) < i. Counting those messages minus the ones d consumed before i bounds the
-// slot at every instant of the interval; a channel capacity Q bounds it too.
+// slot at every instant of the interval; a channel capacity Q bounds it too. Schedules
+// with one model stage per stage take a one-pass form of the same analysis (memory_line.cpp).
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <limits>
 
-#include "planner.h"
+#include "memory_internal.h"
 
 namespace adagrouper::planner {
 
 using sim::Op;
 using sim::Phase;
 
-namespace {
+using memory_detail::capped;
+using memory_detail::kUnlimited;
+using memory_detail::PendingCaps;
 
-constexpr std::int64_t kUnlimited = std::numeric_limits<std::int64_t>::max();
+namespace {
 
 // Every listed op of a schedule by a global id (stage after stage, in order), and the
 // op whose output each one consumes.
@@ -162,37 +164,6 @@ std::vector<std::int32_t> last_dependencies(const OpGraph& g) {
   return last_dependencies<std::int32_t>(g, t);
 }
 
-// The same for a schedule with one model stage per stage (a line: stage s exchanges
-// messages with s - 1 and s + 1 only). There every chain from op i of stage d to stage p
-// = d -+ 1 leaves d through a message that op i or a later op sends to p, so the first op
-// of p that depends on op i is a suffix minimum over those messages' consumers; the
-// message of x (at position q of p) cannot have arrived during op i exactly when that
-// first op is at or before q.
-std::vector<std::int32_t> last_dependencies_line(const OpGraph& g) {
-  std::vector<std::int32_t> last_dep(g.size(), -1);
-  const std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::uint32_t> first_dep;
-  for (int d = 0; d < g.S; ++d)
-    for (const int p : {d - 1, d + 1}) {
-      if (p < 0 || p >= g.S) continue;
-      const std::uint32_t n = g.base[d + 1] - g.base[d];
-      // Consumers on p of what d sends: ops of p whose input op is on d.
-      std::vector<std::uint32_t> consumer_of(n, none);
-      for (std::uint32_t id = g.base[p]; id < g.base[p + 1]; ++id)
-        if (g.input[id] >= 0 && g.stage[g.input[id]] == d) consumer_of[g.position(g.input[id])] = g.position(id);
-      first_dep.assign(n + 1, none);
-      for (std::uint32_t i = n; i-- > 0;) first_dep[i] = std::min(first_dep[i + 1], consumer_of[i]);
-      // Ops of d consuming from p: the last i whose first dependent on p is at or before q.
-      for (std::uint32_t id = g.base[d]; id < g.base[d + 1]; ++id) {
-        if (g.input[id] < 0 || g.stage[g.input[id]] != p) continue;
-        const std::uint32_t q = g.position(static_cast<std::uint32_t>(g.input[id]));
-        const auto after = std::upper_bound(first_dep.begin(), first_dep.end() - 1, q, std::less<>());
-        last_dep[id] = static_cast<std::int32_t>(after - first_dep.begin()) - 1;
-      }
-    }
-  return last_dep;
-}
-
 // One receive slot of a stage: the messages of one (model stage, direction) from another stage.
 struct Slot {
   double bytes = 0;
@@ -296,22 +267,6 @@ struct Counts {
   }
 };
 
-// The bound on the pending W a stage holds under dynamic W fill (docs/model.md section
-// 14): while it waits (or runs W ops) at most max(P, 1), while it runs a listed op at most
-// max(P - 1, 0); unlimited P: every I so far.
-struct PendingCaps {
-  bool dynamic = false;
-  std::int64_t gap = kUnlimited, running = kUnlimited;
-  explicit PendingCaps(const sim::ScheduleSpec& spec) : dynamic(spec.w_fill == sim::WFill::Dynamic) {
-    if (dynamic && spec.max_pending_w) {
-      gap = std::max(*spec.max_pending_w, 1);
-      running = std::max(*spec.max_pending_w - 1, 0);
-    }
-  }
-};
-
-std::int64_t capped(std::int64_t v, std::int64_t cap) { return std::min(std::max<std::int64_t>(v, 0), cap); }
-
 // The memory above static bytes for given counts: per model stage act then wgrad, then
 // per slot the waiting messages, summed in that order (the simulator's order of terms).
 // `running_l` is the local model stage whose F runs (-1: none), `consumed` the slot whose
@@ -383,9 +338,9 @@ std::vector<int> peak_inflight(const sim::Schedule& sch) {
 
 std::vector<double> memory_model(const std::vector<sim::StageParams>& params, const sim::Schedule& sch,
                                  const sim::Network& net) {
+  if (sch.placement.empty()) return memory_detail::line_memory_model(params, sch, net);
   const OpGraph graph(sch);
-  const std::vector<std::int32_t> last_dep =
-      sch.placement.empty() ? last_dependencies_line(graph) : last_dependencies(graph);
+  const std::vector<std::int32_t> last_dep = last_dependencies(graph);
   std::vector<double> out(sch.num_stages());
   for (int d = 0; d < sch.num_stages(); ++d) {
     StageLayout layout = stage_layout(sch, params, net, d);
