@@ -224,8 +224,14 @@ Program build_program(const Scenario& sc) {
   const std::vector<std::uint32_t> channel_id = number_channels(sc, L, p);
   p.stages.resize(L.S);
   for (int s = 0; s < L.S; ++s) build_stage(sc, L, channel_id, s, p);
+  std::size_t listed = 0;
+  for (const auto& order : sc.schedule.stages) listed += order.size();
   std::vector<std::vector<std::uint32_t>> consumers(p.channels.size());
-  p.ops.reserve(static_cast<std::size_t>(L.J) * L.M * (p.dynamic_w ? 3 : 2));
+  for (auto& list : consumers) list.reserve(static_cast<std::size_t>(L.M));
+  p.ops.reserve(listed + (p.dynamic_w ? static_cast<std::size_t>(L.J) * L.M : 0));
+  p.producer.reserve(listed);
+  p.msg_bytes.reserve(listed);
+  p.msg_term.reserve(listed);
   for (int s = 0; s < L.S; ++s) build_ops(sc, L, s, consumers, p);
   build_messages(sc, L, consumers, p);
   return p;
