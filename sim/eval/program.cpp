@@ -143,12 +143,13 @@ std::int32_t local_producer(Layout& L, const Op& op) {
   }
 }
 
-// The listed ops of stage s with their dependencies, appending each consumed message to
-// its channel's list (the receiver's order); then the W region under dynamic fill.
-void build_ops(const Scenario& sc, Layout& L, int s, std::vector<std::vector<std::uint32_t>>& messages,
-               Program& p) {
+// The listed ops of stage s with their dependencies, counting the messages each channel
+// carries (a consumed message is numbered in the receiver's order); then the W region
+// under dynamic fill. `next` is where the stage's ops go in p.ops.
+void build_ops(const Scenario& sc, Layout& L, int s, std::vector<std::uint32_t>& messages, Program& p,
+               std::size_t& next) {
   ProgramStage& ps = p.stages[s];
-  ps.begin = static_cast<std::uint32_t>(p.ops.size());
+  ps.begin = static_cast<std::uint32_t>(next);
   for (const Op& op : sc.schedule.stages[s]) {
     const std::uint32_t cls = 4 * static_cast<std::uint32_t>(L.local_of[op.model_stage]) + static_cast<int>(op.phase);
     const OpClass& c = p.classes[ps.classes + cls];
@@ -157,45 +158,52 @@ void build_ops(const Scenario& sc, Layout& L, int s, std::vector<std::vector<std
       const std::int32_t producer = local_producer(L, op);
       dep = producer < 0 ? kMaxIndex - 1 : static_cast<std::uint32_t>(producer);
     } else if (c.in != kNoChannel) {
-      auto& list = messages[c.in];
-      dep = static_cast<std::uint32_t>(list.size());
+      dep = messages[c.in]++;
       if (dep + 1 >= kMaxIndex)
         throw InputError(fmt::format("channel {} -> {} carries more than {} messages per iteration",
                                      p.channels[c.in].sender, s, kMaxIndex - 1));
-      list.push_back(static_cast<std::uint32_t>(&op - sc.schedule.stages[s].data()));
     }
-    p.ops.push_back({op.micro_batch, dep, cls});
+    p.ops[next++] = {op.micro_batch, dep, cls};
   }
-  ps.end = static_cast<std::uint32_t>(p.ops.size());
+  ps.end = static_cast<std::uint32_t>(next);
   ps.w_begin = ps.w_end = ps.end;
   if (!p.dynamic_w) return;
   for (std::uint32_t l = 0; l < ps.locals; ++l)
     for (int m = 0; m < L.M; ++m) {
       const std::int32_t i = L.at(L.locals[s][l], m, Phase::BackwardInput);
-      p.ops.push_back({m, i < 0 ? 0u : static_cast<std::uint32_t>(i), 4 * l + 3});
+      p.ops[next++] = {m, i < 0 ? 0u : static_cast<std::uint32_t>(i), 4 * l + 3};
     }
-  ps.w_end = static_cast<std::uint32_t>(p.ops.size());
+  ps.w_end = static_cast<std::uint32_t>(next);
 }
 
-// Each channel's messages: producer positions, bytes and waiting terms, in the
-// receiver's order (`consumers` holds the consuming ops' positions in that order).
-void build_messages(const Scenario& sc, Layout& L, const std::vector<std::vector<std::uint32_t>>& consumers,
-                    Program& p) {
+// Each channel's messages (`count` of them): producer positions, bytes and waiting
+// terms, in the receiver's order, from the consuming ops' message numbers.
+void build_messages(const Scenario& sc, Layout& L, const std::vector<std::uint32_t>& count, Program& p) {
+  std::uint32_t total = 0;
   for (std::uint32_t c = 0; c < p.channels.size(); ++c) {
-    ProgramChannel& ch = p.channels[c];
-    ch.first = static_cast<std::uint32_t>(p.producer.size());
-    ch.count = static_cast<std::uint32_t>(consumers[c].size());
-    const ProgramStage& rx = p.stages[ch.receiver];
-    for (std::uint32_t at : consumers[c]) {
-      const Op& op = sc.schedule.stages[ch.receiver][at];
+    p.channels[c].first = total;
+    p.channels[c].count = count[c];
+    total += count[c];
+  }
+  p.producer.resize(total);
+  p.msg_bytes.resize(total);
+  p.msg_term.resize(total);
+  for (std::uint32_t s = 0; s < p.stages.size(); ++s) {
+    const ProgramStage& rx = p.stages[s];
+    const auto& order = sc.schedule.stages[s];
+    for (std::uint32_t at = 0; at < order.size(); ++at) {
       const OpClass& cls = rx.cls(p.classes, p.ops[rx.begin + at]);
-      const bool fwd = op.phase == Phase::Forward;
-      const std::int32_t prod =
-          fwd ? L.at(op.model_stage - 1, op.micro_batch, Phase::Forward) : L.backward(op.model_stage + 1, op.micro_batch);
-      p.producer.push_back(prod < 0 ? kMaxIndex - 1 : static_cast<std::uint32_t>(prod));
-      p.msg_bytes.push_back(p.terms[rx.terms + cls.slot_term]);
-      p.msg_term.push_back(cls.slot_term);
+      if (cls.in >= kLocal) continue;
+      const Op& op = order[at];
+      const std::int32_t prod = op.phase == Phase::Forward ? L.at(op.model_stage - 1, op.micro_batch, Phase::Forward)
+                                                           : L.backward(op.model_stage + 1, op.micro_batch);
+      const std::uint32_t n = p.channels[cls.in].first + p.ops[rx.begin + at].dep;
+      p.producer[n] = prod < 0 ? kMaxIndex - 1 : static_cast<std::uint32_t>(prod);
+      p.msg_bytes[n] = p.terms[rx.terms + cls.slot_term];
+      p.msg_term[n] = cls.slot_term;
     }
+  }
+  for (ProgramChannel& ch : p.channels) {
     const auto* b = p.msg_bytes.data() + ch.first;
     if (std::all_of(b, b + ch.count, [](double x) { return x == 0; })) ch.unlimited = true;  // latency only
     ch.uniform = ch.count > 0 && std::all_of(b, b + ch.count, [&](double x) { return x == b[0]; });
@@ -226,14 +234,11 @@ Program build_program(const Scenario& sc) {
   for (int s = 0; s < L.S; ++s) build_stage(sc, L, channel_id, s, p);
   std::size_t listed = 0;
   for (const auto& order : sc.schedule.stages) listed += order.size();
-  std::vector<std::vector<std::uint32_t>> consumers(p.channels.size());
-  for (auto& list : consumers) list.reserve(static_cast<std::size_t>(L.M));
-  p.ops.reserve(listed + (p.dynamic_w ? static_cast<std::size_t>(L.J) * L.M : 0));
-  p.producer.reserve(listed);
-  p.msg_bytes.reserve(listed);
-  p.msg_term.reserve(listed);
-  for (int s = 0; s < L.S; ++s) build_ops(sc, L, s, consumers, p);
-  build_messages(sc, L, consumers, p);
+  p.ops.resize(listed + (p.dynamic_w ? static_cast<std::size_t>(L.J) * L.M : 0));
+  std::vector<std::uint32_t> messages(p.channels.size(), 0);
+  std::size_t next = 0;
+  for (int s = 0; s < L.S; ++s) build_ops(sc, L, s, messages, p, next);
+  build_messages(sc, L, messages, p);
   return p;
 }
 
