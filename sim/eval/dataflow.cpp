@@ -389,6 +389,9 @@ class SimpleReplay : public TwoInputs<SimpleReplay> {
   std::int32_t full_ = 0, partial_ = 0;
 };
 
+// Which replay replays a stage: the cheapest whose shape it has.
+enum class ReplayKind : std::uint8_t { Simple, Exact, General };
+
 class Dataflow {
  public:
   Dataflow(const Scenario& sc, const Program& prog, bool record_order)
@@ -429,31 +432,41 @@ class Dataflow {
     work_.resize(S_ + 1);  // a stage is on it at most once; wake() writes one past the end
   }
 
-  // input_terms_ and in_a_ from the messages' terms.
+  // input_terms_ from the messages' terms.
   void index_terms() {
     input_terms_.resize(channels_.size());
-    in_a_.assign(arrival_.size(), 0);
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ProgramChannel& pc = prog_.channels[c];
       const std::uint16_t* term = &prog_.msg_term[pc.first];
       InputTerms& it = input_terms_[c];
       it.a = it.b = pc.count > 0 ? term[0] : 0;
+      for (std::uint32_t n = 0; n < pc.count; ++n) {
+        if (term[n] != it.a && it.b == it.a) it.b = term[n];
+        it.paired &= term[n] == it.a || term[n] == it.b;
+      }
+    }
+  }
+
+  // in_a_ from the messages' terms (for ExactReplay only).
+  void index_in_a() {
+    in_a_.assign(arrival_.size(), 0);
+    for (std::size_t c = 0; c < channels_.size(); ++c) {
+      const ProgramChannel& pc = prog_.channels[c];
+      const std::uint16_t* term = &prog_.msg_term[pc.first];
       std::uint32_t* in_a = &in_a_[channels_[c].arrivals];
       std::uint32_t n_a = 0;
       for (std::uint32_t n = 0; n < pc.count; ++n) {
         in_a[n] = n_a;
-        if (term[n] != it.a && it.b == it.a) it.b = term[n];
-        it.paired &= term[n] == it.a || term[n] == it.b;
-        n_a += term[n] == it.a;
+        n_a += term[n] == input_terms_[c].a;
       }
       std::fill(in_a + pc.count, in_a + pc.count + kArrivalPad, n_a);
     }
   }
 
-  // deltas_ from the classes, and which stages ExactReplay replays.
+  // deltas_ from the classes, and which replay each stage takes.
   void index_deltas() {
     deltas_.resize(prog_.classes.size());
-    exact_.assign(S_, 0);
+    replay_.assign(S_, ReplayKind::General);
     for (std::uint32_t s = 0; s < S_; ++s) {
       const ProgramStage& ps = prog_.stages[s];
       const double* bytes = &prog_.terms[ps.terms];
@@ -472,9 +485,13 @@ class Dataflow {
       // A count never exceeds the stage's ops and the messages it receives.
       double most = ps.end - ps.begin + (ps.w_end - ps.w_begin);
       for (std::uint32_t k = 0; k < ps.ninputs; ++k) most += prog_.channels[prog_.inputs[ps.inputs + k]].count;
-      exact_[s] = ExactReplay::fits(prog_, ps, input_terms_) &&
-                  sums_exact_in_any_order(ps.static_bytes, &prog_.terms[ps.terms], ps.nterms, most);
+      if (SimpleReplay::fits(prog_, ps, input_terms_))
+        replay_[s] = ReplayKind::Simple;
+      else if (ExactReplay::fits(prog_, ps, input_terms_) &&
+               sums_exact_in_any_order(ps.static_bytes, &prog_.terms[ps.terms], ps.nterms, most))
+        replay_[s] = ReplayKind::Exact;
     }
+    if (std::find(replay_.begin(), replay_.end(), ReplayKind::Exact) != replay_.end()) index_in_a();
   }
 
   std::optional<SimResult> run() {
@@ -700,7 +717,7 @@ class Dataflow {
   std::vector<InputTerms> input_terms_;   // per channel (ExactReplay)
   std::vector<std::uint32_t> in_a_;       // per message, laid out like arrival_ (InputTerms)
   std::vector<ClassDeltas> deltas_;       // per class (ExactReplay)
-  std::vector<char> exact_;               // per stage: replayed by ExactReplay
+  std::vector<ReplayKind> replay_;        // per stage: which replay replays it
 };
 
 template <class Replay>
@@ -728,10 +745,12 @@ void Dataflow::replay(std::uint32_t s, Replay r) {
 void Dataflow::replay_levels(std::uint32_t s) {
   const ProgramStage& ps = prog_.stages[s];
   const double last_t = stages_[s].last_t;
-  if (SimpleReplay::fits(prog_, ps, input_terms_)) return replay(s, SimpleReplay(prog_, ps, arrival_, channels_, last_t));
-  if (exact_[s])
-    return replay(s, ExactReplay(prog_, ps, arrival_, in_a_, input_terms_, &deltas_[ps.classes], channels_, last_t));
-  replay(s, StageReplay(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));
+  switch (replay_[s]) {
+    case ReplayKind::Simple: return replay(s, SimpleReplay(prog_, ps, arrival_, channels_, last_t));
+    case ReplayKind::Exact:
+      return replay(s, ExactReplay(prog_, ps, arrival_, in_a_, input_terms_, &deltas_[ps.classes], channels_, last_t));
+    case ReplayKind::General: return replay(s, StageReplay(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));
+  }
 }
 
 }  // namespace
