@@ -131,20 +131,29 @@ void validate_schedule(const Schedule& sch, int S, int M, const std::string& sou
   if (sch.num_stages() != S)
     throw InputError(fmt::format("{}: stages: lists {} stages, the pipeline has {}", source, sch.num_stages(), S));
   const int J = sch.num_model_stages();
+  const bool line = sch.placement.empty();
+  // The ops each (model stage, micro-batch) must list, as check_complete accepts them.
+  const std::uint8_t split = sch.spec.w_fill == WFill::Dynamic ? kF | kI : kF | kI | kW;
   std::vector<std::uint8_t> seen(static_cast<std::size_t>(J) * M);
   for (int s = 0; s < S; ++s) {
     for (std::size_t i = 0; i < sch.stages[s].size(); ++i) {
       Op op = sch.stages[s][i];
-      if (op.model_stage < 0 && sch.placement.empty()) op.model_stage = s;
-      check_op(sch, s, i, op, M, source);
+      if (op.model_stage < 0 && line) op.model_stage = s;
+      const bool placed = static_cast<unsigned>(op.micro_batch) < static_cast<unsigned>(M) &&
+                          static_cast<unsigned>(op.model_stage) < static_cast<unsigned>(J) &&
+                          (line ? op.model_stage : sch.placement[op.model_stage]) == s;
+      if (!placed) check_op(sch, s, i, op, M, source);  // says what is wrong
       auto& f = seen[static_cast<std::size_t>(op.model_stage) * M + op.micro_batch];
       if (f & seen_bit(op.phase))
         throw InputError(fmt::format("{}: stages[{}][{}]: {} is repeated", source, s, i, name_in(sch, op)));
       f |= seen_bit(op.phase);
     }
-    for (int j = 0; j < J; ++j)
-      if (sch.stage_of(j) == s)
-        for (int m = 0; m < M; ++m) check_complete(sch, j, m, seen[static_cast<std::size_t>(j) * M + m], source);
+    for (int j = 0; j < J; ++j) {
+      if (sch.stage_of(j) != s) continue;
+      const std::uint8_t* listed = &seen[static_cast<std::size_t>(j) * M];
+      for (int m = 0; m < M; ++m)
+        if (listed[m] != (kF | kB) && listed[m] != split) check_complete(sch, j, m, listed[m], source);
+    }
   }
 }
 
