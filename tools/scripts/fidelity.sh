@@ -67,13 +67,25 @@
 #   --keep             leave the namespaces in place afterwards
 #   --shaper S         tbf (default) or htb: the shaping qdisc of the links. tbf, with the
 #                      packets capped at the smallest bucket the run sets (a larger
-#                      packet queued before a fall would stall the link); htb (one class
-#                      whose rate/ceil each change sets, a bfifo leaf as large as tbf's
-#                      queue: 50 ms of the rate plus the burst), with packets uncapped
+#                      packet queued before a fall would stall the link; but see
+#                      --bucket fixed); htb (one class whose rate/ceil each change
+#                      sets, a bfifo leaf as large as tbf's queue: 50 ms of the rate
+#                      plus the burst), with packets uncapped
 #                      (htb lets its tokens go negative: a large packet leaves late, never
 #                      not at all). Experimental: no stall, but a larger error than tbf
 #                      on the seeds measured (its bucket is in effect one 64 KiB
 #                      packet); docs/fidelity.md, "Shaping with HTB"
+#   --bucket B         per-rate (default) or fixed: tbf's bucket (burst) at each rate.
+#                      per-rate: 1 ms of the rate, at least 4096 bytes, recomputed at
+#                      every change, with the packets capped at the smallest bucket the
+#                      run sets (see --shaper). fixed: the bucket of the run's highest
+#                      rate (1 ms of it, at least 4096 bytes) at every rate, in bytes,
+#                      and the packets uncapped (gso 65536): tbf splits a larger packet
+#                      at enqueue to at most the bucket, and the bucket never shrinks,
+#                      so no queued packet can be stranded. At a lower rate the bucket
+#                      is more than 1 ms of tokens (a larger burst after idle).
+#                      Experimental, tbf only; docs/fidelity.md, "Keeping the bucket
+#                      constant"
 #   --net-log          at every rate change, snapshot the links' counters (tc -s) and
 #                      TCP's (nstat) 60 ms before it and after it, into netstat-I.txt
 #                      (diagnosis: tools/scripts/fidelity_attribution.py); the snapshots
@@ -93,7 +105,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
+shaper=tbf bucket=per-rate pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0
 
 die() {
@@ -167,6 +179,7 @@ run_random_scenarios() {
       "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
+        --bucket "$bucket" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
@@ -234,6 +247,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --net-log) net_log=1; shift ;;
     --shaper) shaper=${2:-}; shift 2 ;;
+    --bucket) bucket=${2:-}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see tools/scripts/fidelity.sh --help)" ;;
   esac
@@ -250,6 +264,8 @@ case "$scenario" in constant | preempted | both) ;; *) die "--scenario: constant
 case "$streams" in plan | channel) ;; *) die "--streams: plan or channel" ;; esac
 case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esac
 case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
+case "$bucket" in per-rate | fixed) ;; *) die "--bucket: per-rate or fixed" ;; esac
+[ "$bucket" = per-rate ] || [ "$shaper" = tbf ] || die "--bucket fixed: tbf only (drop --shaper $shaper)"
 if [ "$priority" = auto ]; then
   # SCHED_FIFO only while every rank has a core of its own and one is left: MPI's
   # collectives poll, and a polling SCHED_FIFO rank never yields its core to a rank of
@@ -309,7 +325,6 @@ cleanup() {
 trap cleanup EXIT
 "${netns[@]}" destroy >/dev/null 2>&1 || true
 "${netns[@]}" create "$ranks" >/dev/null
-"${netns[@]}" rate-all "$rate" --shaper "$shaper" >/dev/null
 
 # The ranks run at a higher priority than the rest of the machine (--priority), so that
 # other work on the host delays their wake-ups less. Every message goes eagerly: above
@@ -341,26 +356,34 @@ fi
 # under a larger bucket than a later change sets never leaves, and the link stalls until
 # the next change (docs/fidelity.md, "Rate changes that stalled a link"). So packets of at
 # most the smallest bucket the run sets (95% of it in whole 1514-byte frames, as TCP
-# counts a packet of n segments: n x (1448 + 66) bytes on the link).
-gso_bytes=$(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" <<'EOF'
+# counts a packet of n segments: n x (1448 + 66) bytes on the link). Also the bucket of
+# the run's highest rate (--bucket fixed: every change keeps it).
+read -r gso_bytes fixed_burst < <(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" <<'EOF'
 import csv, sys
 vals = [float(sys.argv[2])]
 if sys.argv[3] != "constant":
     vals += [float(r[1]) for r in csv.reader(open(sys.argv[1])) if r and r[0][:1].isdigit()]
-burst = max(4096, int(min(v for v in vals if v > 0) / 1000))
+vals = [v for v in vals if v > 0]
+burst = max(4096, int(min(vals) / 1000))
 segs = max(1, int(0.95 * burst / 1514))
-print(segs * 1448 + 321)
+print(segs * 1448 + 321, max(4096, int(max(vals) / 1000)))
 EOF
 )
-# htb sends a packet larger than its bucket late (its tokens go negative): no cap.
-[ "$shaper" = tbf ] || gso_bytes=65536
-echo "== shaper $shaper, packets of at most $gso_bytes bytes on the shaped links"
+# htb sends a packet larger than its bucket late (its tokens go negative), and tbf whose
+# bucket never shrinks (--bucket fixed) splits a larger packet at enqueue to at most the
+# bucket that every later change keeps: no cap.
+[ "$shaper" = tbf ] && [ "$bucket" = per-rate ] || gso_bytes=65536
+burst_args=()
+[ "$bucket" = per-rate ] || burst_args=(--burst "$fixed_burst")
+"${netns[@]}" rate-all "$rate" --shaper "$shaper" "${burst_args[@]}" >/dev/null
+echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), packets of at most $gso_bytes bytes on the shaped links"
 "${netns[@]}" gso "$gso_bytes" ||
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
 # change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight through
-# `tc -n` so that a change takes a few milliseconds.
+# `tc -n` so that a change takes a few milliseconds. With --bucket fixed, the burst is the
+# run's highest rate's at every rate.
 # With TC_LOG set (a file), appends "link,dev,start,end" (Unix times of each tc call,
 # from $EPOCHREALTIME: no fork) to it, for the fidelity attribution.
 # With --shaper htb, each device's class rate/ceil/burst and its bfifo's limit (tbf's
@@ -370,6 +393,7 @@ set_rate() {
   local bits burst i a limit
   bits=$(awk -v v="$1" 'BEGIN { printf "%d", v * 8 }')
   burst=$(awk -v v="$1" 'BEGIN { b = int(v / 1000); printf "%d", b < 4096 ? 4096 : b }')
+  [ "$bucket" = per-rate ] || burst=$fixed_burst
   if [ "$shaper" = htb ]; then
     limit=$(awk -v v="$1" -v b="$burst" 'BEGIN { l = int(v * 0.05) + b; printf "%d", l < 131072 ? 131072 : l }')
     local d ns

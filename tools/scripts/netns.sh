@@ -44,7 +44,10 @@
 #            preemption driver can change rates in place while traffic flows. The data
 #            devices take packets of at most 4 KiB (gso_max_size), so that a packet
 #            queued before a change always fits the bucket after it (B >= 4 KiB; a
-#            smaller --burst can stall a link at a change). With --shaper htb: a root htb
+#            smaller --burst can stall a link at a change). A driver that passes the same
+#            --burst at every change (a bucket that never shrinks) can lift the cap (gso
+#            65536): tbf splits a larger packet at enqueue into packets of at most the
+#            bucket, which every later change keeps. With --shaper htb: a root htb
 #            with one class whose rate `rate` changes (`tc class change`) and a bfifo
 #            leaf as large as tbf's queue; htb cannot strand a large packet, so the cap
 #            can be lifted (gso 65536).
