@@ -807,7 +807,8 @@ TEST(Replay, EightRanksOnFewCoresStayConsistent) {
 // --- the testbed, reduced ----------------------------------------------------------
 
 // The testbed's options are checked before anything is set up: a bad value is one line
-// and exit status 2, also for the drawn scenarios.
+// and exit status 2, also for the drawn scenarios. --bucket fixed keeps tbf's bucket
+// constant, which means nothing for htb: refused with it.
 TEST(Testbed, BadOptionsAreStatus2) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
@@ -818,11 +819,15 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--random-scenarios 2 --repeats 0", "--repeats: a positive integer"},
            {"--random-scenarios 2 --pipeline configs/fidelity/pipeline-2.json", "draws the pipeline and the trace"},
            {"--families zbv --ranks 3", "--families: needs --ranks 2"},
-           {"--shaper foo", "--shaper: tbf or htb"}}) {
+           {"--shaper foo", "--shaper: tbf or htb"},
+           {"--bucket foo", "--bucket: per-rate or fixed"},
+           {"--bucket fixed --shaper htb", "--bucket fixed: tbf only"},
+           {"--random-scenarios 2 --bucket x", "--bucket: per-rate or fixed"}}) {
     int rc = 0;
     const std::string out = shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh {} 2>&1", SOURCE_ROOT, args), rc);
     EXPECT_EQ(rc, 2) << args << "\n" << out;
     EXPECT_THAT(out, HasSubstr(piece)) << args;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << args << "\n" << out;
   }
 #endif
 }
