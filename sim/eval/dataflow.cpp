@@ -88,7 +88,7 @@ constexpr double kNoArrival[kArrivalPad] = {kInf, kInf, kInf};
 // `before` is where those at t start. The next two arrivals are read at once and
 // counted without a branch: which of them have arrived is data, and both a mispredicted
 // branch and a chain of dependent loads cost more than the comparisons.
-inline std::uint32_t past(const double* a, std::uint32_t n, double t, std::uint32_t& before) {
+[[gnu::always_inline]] inline std::uint32_t past(const double* a, std::uint32_t n, double t, std::uint32_t& before) {
   const double a0 = a[n], a1 = a[n + 1], a2 = a[n + 2];
   if (a2 <= t) [[unlikely]] {
     std::uint32_t m = n;
@@ -203,13 +203,9 @@ class StageReplay {
   double peak_memory_ = 0;
 };
 
-// Where the messages of an input channel wait (its receiver's memory terms), for
-// ExactReplay: in term a, or in a and b; per message n (laid out like the arrivals), how
-// many of the first n wait in a.
-struct InputTerms {
-  std::uint16_t a = 0, b = 0;
-  bool paired = true;  // false: they wait in more than two terms
-};
+// The memory term all of an input channel's messages wait in (their receiver's), for
+// SimpleReplay; kMixedTerms when they wait in more than one.
+constexpr std::uint32_t kMixedTerms = ~0u;
 
 // What an op of one class changes when it starts and when it ends, for ExactReplay: the
 // memory in bytes, the micro-batches in flight, and whether it consumes a message.
@@ -229,11 +225,14 @@ class TwoInputs {
   // Brings the levels to an op event at time t: the arrivals before t settle (the peaks
   // are taken), those at t join the event.
   void until(double t) {
+    // Again at the last op event's time (a stage that runs its ops back to back): every
+    // arrival up to t has been counted then, and nothing settles.
+    if (t == counted_t_) return;
     std::uint32_t before0, before1;
     n_[0] = past(arrival_[0], n_[0], t, before0);
     n_[1] = past(arrival_[1], n_[1], t, before1);
     if ((before0 != n_[0]) | (before1 != n_[1]) | (t > last_t_)) static_cast<Replay*>(this)->settle(before0, before1);
-    last_t_ = t;
+    last_t_ = counted_t_ = t;
   }
 
   void settle_last() { static_cast<Replay*>(this)->settle(n_[0], n_[1]); }
@@ -276,40 +275,32 @@ class TwoInputs {
 
  private:
   double last_t_;
+  double counted_t_ = -kInf;  // the arrivals up to it are counted
   double peak_memory_ = 0, peak_[2] = {0, 0};
   std::int32_t peak_inflight_ = 0;
 };
 
-// The replay of a stage with at most two inputs whose messages each wait in at most two
-// memory terms (every stage of the named schedules), when its memory sums are exact in
-// any order (sums_exact_in_any_order): the same rules as StageReplay, computed with less
-// work. The memory is kept as a running total of the op events' changes (one table lookup an
-// event), the arrivals are only counted per input (a few comparisons and no branch, see
-// past()), and the bytes of the waiting messages are added when the peaks are taken.
+// The replay of a stage with at most two inputs (every stage of the named schedules),
+// when its memory sums are exact in any order (sums_exact_in_any_order): the same rules
+// as StageReplay, computed with less work. The memory is kept as a running total of the
+// op events' changes (one table lookup an event), the arrivals are only counted per input
+// (a few comparisons and no branch, see past()), and the bytes of the messages that have
+// arrived on an input are read from a table of prefix sums when the peaks are taken.
 // Every partial sum is then an exactly represented multiple of the smallest unit of the
 // terms, so the total is stage_memory's to the last bit whatever the order. A missing
 // input weighs 0 bytes.
 class ExactReplay : public TwoInputs<ExactReplay> {
  public:
   ExactReplay(const Program& prog, const ProgramStage& ps, const std::vector<double>& arrival,
-              const std::vector<std::uint32_t>& in_a, const std::vector<InputTerms>& terms,
-              const ClassDeltas* deltas, const std::vector<ChannelRun>& channels, double last_t)
+              const std::vector<double>& arrived_bytes, const ClassDeltas* deltas,
+              const std::vector<ChannelRun>& channels, double last_t)
       : TwoInputs(prog, ps, arrival, channels, last_t), deltas_(deltas), memory_(ps.static_bytes) {
-    for (std::uint32_t k = 0; k < 2; ++k) {
-      const bool has = channel_[k] != kNoChannel;
-      in_a_[k] = has ? &in_a[channels[channel_[k]].arrivals] : kNoneArrived;
-      bytes_a_[k] = has ? prog.terms[ps.terms + terms[channel_[k]].a] : 0.0;
-      bytes_b_[k] = has ? prog.terms[ps.terms + terms[channel_[k]].b] : 0.0;
-    }
+    for (std::uint32_t k = 0; k < 2; ++k)
+      arrived_bytes_[k] = channel_[k] != kNoChannel ? &arrived_bytes[channels[channel_[k]].arrivals] : kNothing;
   }
 
   // Whether stage `ps` has that shape (its sums are checked apart: sums_exact_in_any_order).
-  static bool fits(const Program& prog, const ProgramStage& ps, const std::vector<InputTerms>& terms) {
-    if (ps.ninputs > 2) return false;
-    for (std::uint32_t k = 0; k < ps.ninputs; ++k)
-      if (!terms[prog.inputs[ps.inputs + k]].paired) return false;
-    return true;
-  }
+  static bool fits(const ProgramStage& ps) { return ps.ninputs <= 2; }
 
   void start(const OpClass& c, std::uint32_t k) {
     const ClassDeltas& d = deltas_[k];
@@ -326,18 +317,16 @@ class ExactReplay : public TwoInputs<ExactReplay> {
 
   // The peaks with n0 and n1 messages arrived.
   void settle(std::uint32_t n0, std::uint32_t n1) {
-    const std::uint32_t a0 = in_a_[0][n0], a1 = in_a_[1][n1];
-    const double waiting = bytes_a_[0] * a0 + bytes_b_[0] * (n0 - a0) + bytes_a_[1] * a1 + bytes_b_[1] * (n1 - a1);
-    take_peaks(memory_ + waiting, inflight_, depth(0, n0), depth(1, n1));
+    // memory_ counts the consumed messages out (ClassDeltas::start), so every arrived one is in.
+    take_peaks(memory_ + arrived_bytes_[0][n0] + arrived_bytes_[1][n1], inflight_, depth(0, n0), depth(1, n1));
   }
 
  private:
-  static constexpr std::uint32_t kNoneArrived[kArrivalPad] = {0, 0, 0};
+  static constexpr double kNothing[kArrivalPad] = {0, 0, 0};
 
   const ClassDeltas* deltas_;  // the stage's classes'
   double memory_;              // without the waiting messages
-  double bytes_a_[2], bytes_b_[2];
-  const std::uint32_t* in_a_[2];
+  const double* arrived_bytes_[2];  // per input: the bytes of its first n messages
   std::int32_t inflight_ = 0;
 };
 
@@ -355,12 +344,10 @@ class SimpleReplay : public TwoInputs<SimpleReplay> {
   }
 
   // Whether stage `ps` has that shape: input k's messages all wait in term 2 + k.
-  static bool fits(const Program& prog, const ProgramStage& ps, const std::vector<InputTerms>& terms) {
+  static bool fits(const Program& prog, const ProgramStage& ps, const std::vector<std::uint32_t>& input_term) {
     if (ps.locals != 1 || ps.ninputs > 2 || ps.nterms != 2 + ps.ninputs) return false;
-    for (std::uint32_t k = 0; k < ps.ninputs; ++k) {
-      const std::uint32_t c = prog.inputs[ps.inputs + k];
-      if (prog.channels[c].count == 0 || terms[c].a != 2 + k || terms[c].b != 2 + k) return false;
-    }
+    for (std::uint32_t k = 0; k < ps.ninputs; ++k)
+      if (input_term[prog.inputs[ps.inputs + k]] != 2 + k) return false;
     return true;
   }
 
@@ -432,34 +419,28 @@ class Dataflow {
     work_.resize(S_ + 1);  // a stage is on it at most once; wake() writes one past the end
   }
 
-  // input_terms_ from the messages' terms.
+  // input_term_ from the messages' terms.
   void index_terms() {
-    input_terms_.resize(channels_.size());
+    input_term_.resize(channels_.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ProgramChannel& pc = prog_.channels[c];
       const std::uint16_t* term = &prog_.msg_term[pc.first];
-      InputTerms& it = input_terms_[c];
-      it.a = it.b = pc.count > 0 ? term[0] : 0;
-      for (std::uint32_t n = 0; n < pc.count; ++n) {
-        if (term[n] != it.a && it.b == it.a) it.b = term[n];
-        it.paired &= term[n] == it.a || term[n] == it.b;
-      }
+      const bool single = pc.count > 0 && std::all_of(term, term + pc.count, [&](auto t) { return t == term[0]; });
+      input_term_[c] = single ? term[0] : kMixedTerms;
     }
   }
 
-  // in_a_ from the messages' terms (for ExactReplay only).
-  void index_in_a() {
-    in_a_.assign(arrival_.size(), 0);
+  // arrived_bytes_ from the messages' terms (for ExactReplay only): each sum is exact, as
+  // the receiver's sums_exact_in_any_order says.
+  void index_arrived_bytes() {
+    arrived_bytes_.assign(arrival_.size(), 0.0);
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ProgramChannel& pc = prog_.channels[c];
       const std::uint16_t* term = &prog_.msg_term[pc.first];
-      std::uint32_t* in_a = &in_a_[channels_[c].arrivals];
-      std::uint32_t n_a = 0;
-      for (std::uint32_t n = 0; n < pc.count; ++n) {
-        in_a[n] = n_a;
-        n_a += term[n] == input_terms_[c].a;
-      }
-      std::fill(in_a + pc.count, in_a + pc.count + kArrivalPad, n_a);
+      const double* bytes = &prog_.terms[prog_.stages[pc.receiver].terms];
+      double* arrived = &arrived_bytes_[channels_[c].arrivals];
+      for (std::uint32_t n = 0; n < pc.count; ++n) arrived[n + 1] = arrived[n] + bytes[term[n]];
+      std::fill(arrived + pc.count + 1, arrived + pc.count + kArrivalPad, arrived[pc.count]);
     }
   }
 
@@ -485,13 +466,13 @@ class Dataflow {
       // A count never exceeds the stage's ops and the messages it receives.
       double most = ps.end - ps.begin + (ps.w_end - ps.w_begin);
       for (std::uint32_t k = 0; k < ps.ninputs; ++k) most += prog_.channels[prog_.inputs[ps.inputs + k]].count;
-      if (SimpleReplay::fits(prog_, ps, input_terms_))
+      if (SimpleReplay::fits(prog_, ps, input_term_))
         replay_[s] = ReplayKind::Simple;
-      else if (ExactReplay::fits(prog_, ps, input_terms_) &&
+      else if (ExactReplay::fits(ps) &&
                sums_exact_in_any_order(ps.static_bytes, &prog_.terms[ps.terms], ps.nterms, most))
         replay_[s] = ReplayKind::Exact;
     }
-    if (std::find(replay_.begin(), replay_.end(), ReplayKind::Exact) != replay_.end()) index_in_a();
+    if (std::find(replay_.begin(), replay_.end(), ReplayKind::Exact) != replay_.end()) index_arrived_bytes();
   }
 
   std::optional<SimResult> run() {
@@ -692,7 +673,7 @@ class Dataflow {
   }
 
   // Replays stage s's level changes of one iteration (StageReplay).
-  void replay_levels(std::uint32_t s);
+  [[gnu::noinline]] void replay_levels(std::uint32_t s);
   template <class Replay>
   void replay(std::uint32_t s, Replay r);
 
@@ -714,8 +695,8 @@ class Dataflow {
   std::vector<std::uint32_t> work_;       // stages whose input changed: the first nwork_
   std::uint32_t nwork_ = 0;
   std::vector<ReplayInput> inputs_;       // room for a stage's input channels (replay_levels)
-  std::vector<InputTerms> input_terms_;   // per channel (ExactReplay)
-  std::vector<std::uint32_t> in_a_;       // per message, laid out like arrival_ (InputTerms)
+  std::vector<std::uint32_t> input_term_;  // per channel: the term its messages wait in (SimpleReplay)
+  std::vector<double> arrived_bytes_;     // per message n, laid out like arrival_: its channel's first n's bytes
   std::vector<ClassDeltas> deltas_;       // per class (ExactReplay)
   std::vector<ReplayKind> replay_;        // per stage: which replay replays it
 };
@@ -748,7 +729,7 @@ void Dataflow::replay_levels(std::uint32_t s) {
   switch (replay_[s]) {
     case ReplayKind::Simple: return replay(s, SimpleReplay(prog_, ps, arrival_, channels_, last_t));
     case ReplayKind::Exact:
-      return replay(s, ExactReplay(prog_, ps, arrival_, in_a_, input_terms_, &deltas_[ps.classes], channels_, last_t));
+      return replay(s, ExactReplay(prog_, ps, arrival_, arrived_bytes_, &deltas_[ps.classes], channels_, last_t));
     case ReplayKind::General: return replay(s, StageReplay(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));
   }
 }
