@@ -151,7 +151,7 @@ void RateCursor::seek(double t0) {
 // The common way out of the current segment: the query starts in the next one and ends
 // there. Moves the cursor there and returns true in that case (the loop of finish_slow
 // would compute the same t0 + work / rate there, after the same moves); else changes nothing.
-bool RateCursor::next_segment(double t0, double work) {
+[[gnu::always_inline]] inline bool RateCursor::next_segment(double t0, double work) {
   const RateTrace& tr = *trace_;
   const std::size_t next = seg_ + 1;
   if (next >= tr.times_.size() || t0 < seg_end_) return false;
@@ -239,8 +239,10 @@ double RateCursor::finish_slow(double t0, double work) {
     }
     if (v > 0) {
       const double done = t + work / v;
-      if (done <= end) {
-        cache();
+      if (done <= end) {  // what cache() would set, from what is at hand
+        seg_start_ = base_ + tr.times_[seg_];
+        seg_end_ = end;
+        rate_ = v;
         return done;
       }
       work -= v * (end - t);

@@ -411,7 +411,7 @@ class Dataflow {
       channels_[c].arrivals = static_cast<std::uint32_t>(prog_.channels[c].first + kArrivalPad * c);
     consumed_at_.resize(prog_.producer.size());
     index_terms();
-    index_deltas();
+    choose_replays();
     counts_.resize(prog_.terms.size());
     std::uint32_t most_inputs = 0;
     for (const ProgramStage& ps : prog_.stages) most_inputs = std::max(most_inputs, ps.ninputs);
@@ -445,7 +445,7 @@ class Dataflow {
   }
 
   // deltas_ from the classes, and which replay each stage takes.
-  void index_deltas() {
+  void choose_replays() {
     deltas_.resize(prog_.classes.size());
     replay_.assign(S_, ReplayKind::General);
     for (std::uint32_t s = 0; s < S_; ++s) {
