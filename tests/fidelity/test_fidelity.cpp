@@ -832,6 +832,26 @@ TEST(Testbed, BadOptionsAreStatus2) {
 #endif
 }
 
+// The attribution prints, for a stuck link, the bucket tc reported after the change (with
+// --bucket fixed it is not the rate's 1 ms): tc prints it in bytes, KiB or MiB.
+TEST(Testbed, AttributionReadsTheBucketTcPrints) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
+#else
+  int rc = 0;
+  const std::string out = shell(
+      fmt::format("cd '{}/tools/scripts' && python3 -c 'import fidelity_attribution as f\n"
+                  "for line in [\"qdisc tbf 8001: root refcnt 3 rate 300Mbit burst 4Kb lat 50ms\", "
+                  "\"qdisc tbf 8001: root refcnt 3 rate 300Mbit burst 124987b lat 50ms\", "
+                  "\"qdisc tbf 1: root rate 1Gbit burst 1Mb lat 50ms\", \"qdisc htb 1: root r2q 10 default 0x1\"]:\n"
+                  "    print(f.parse_burst(line))' 2>&1",
+                  SOURCE_ROOT),
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "4096\n124987\n1048576\nNone\n");
+#endif
+}
+
 TEST(Testbed, ReducedRunEndToEnd) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";

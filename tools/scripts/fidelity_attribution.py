@@ -138,6 +138,15 @@ def boundaries(run):
     return b
 
 
+def parse_burst(line):
+    """The bucket in bytes that a `tc -s qdisc show` line of tbf prints ("burst 4Kb",
+    "burst 124987b": K and M are 1024 and 1024^2), or None."""
+    m = re.search(r"\bburst (\d+(?:\.\d+)?)([KMG]?)b\b", line)
+    if not m:
+        return None
+    return int(round(float(m.group(1)) * {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}[m.group(2)]))
+
+
 def parse_netstat(path):
     """[(label, unix_time, {ns: {"qdisc": {dev: counters}, "tcp": {name: value}}})]."""
     snaps, origin = [], None
@@ -161,6 +170,9 @@ def parse_netstat(path):
                     dev = m.group(2) if m.group(1) in ("tbf", "htb") else None  # the root shaper (htb: its totals)
                     if dev:
                         cur[ns]["qdisc"][dev] = {}
+                        burst = parse_burst(line)
+                        if burst is not None:
+                            cur[ns]["qdisc"][dev]["burst"] = burst
                     continue
                 if not dev:
                     continue
@@ -371,14 +383,17 @@ def analyse(d, idx, label, args):
                         q0 = after[2].get(ns, {}).get("qdisc", {}).get(dev)
                         if q0 and q0.get("backlog", 0) > 0 and q.get("backlog", 0) > 0 and q["sent"] == q0["sent"]:
                             stuck.append((after[1] - origin, t - origin, ns, dev, q0["backlog"], q0["backlog_p"],
-                                          after[0].split()[2]))
+                                          after[0].split()[2], q0.get("burst")))
                 after = None
         print(f"  periods in which a qdisc held a backlog and sent nothing (stuck): {len(stuck)}")
-        for t0, t1, ns, dev, b, p, v in stuck:
+        for t0, t1, ns, dev, b, p, v, burst in stuck:
             if mb[0] - 1 <= t0 <= end:
+                # The bucket tc reported after the change; a record without it (htb, or an
+                # older run) shows what --bucket per-rate sets: 1 ms at the rate, >= 4096 B.
+                burst_text = (f"burst {burst} B" if burst is not None
+                              else f"burst about {max(4096, int(float(v) / 1000))} B if per-rate")
                 print(f"    {t0:8.3f} .. {t1:8.3f} s  ns {ns} dev {dev}: {b} bytes in {p} packets "
-                      f"({b / max(p, 1):.0f} B each) held at rate {float(v) / 1e6:.2f} MB/s "
-                      f"(burst {max(4096, int(float(v) / 1000))} B)")
+                      f"({b / max(p, 1):.0f} B each) held at rate {float(v) / 1e6:.2f} MB/s ({burst_text})")
         testbed["stuck_periods"] = len(stuck)
         first = next((s for s in snaps if s[0] == "replay-start"), None)
         last = next((s for s in reversed(snaps) if s[0] == "replay-end"), None)
