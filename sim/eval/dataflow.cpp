@@ -382,7 +382,9 @@ enum class ReplayKind : std::uint8_t { Simple, Exact, General };
 class Dataflow {
  public:
   Dataflow(const Scenario& sc, const Program& prog, bool record_order)
-      : sc_(sc), prog_(prog), S_(static_cast<std::uint32_t>(sc.num_stages())), dynamic_w_(prog.dynamic_w),
+      : sc_(sc), prog_(prog), p_ops_(prog.ops.data()), p_stages_(prog.stages.data()),
+        p_classes_(prog.classes.data()), p_channels_(prog.channels.data()), p_producer_(prog.producer.data()),
+        S_(static_cast<std::uint32_t>(sc.num_stages())), dynamic_w_(prog.dynamic_w),
         record_order_(record_order), durations_(sc_, prog_) {
     stages_.resize(S_);
     for (std::uint32_t s = 0; s < S_; ++s) {
@@ -565,7 +567,7 @@ class Dataflow {
   // Times op i of stage s from `start`; false when its speed stays 0 forever.
   bool run_op(std::uint32_t s, std::uint32_t i, const OpClass& c, double start) {
     StageRun& st = stages_[s];
-    const ProgramStage& ps = prog_.stages[s];
+    const ProgramStage& ps = p_stages_[s];
     const double end = op_end(ps, st.speed, start, durations_.of(i, c));
     if (end == kNever) return false;
     start_[i] = start;
@@ -575,7 +577,7 @@ class Dataflow {
     if (dynamic_w_) {
       executed_[st.executed_end++] = i;
       if (c.phase == Phase::BackwardInput)
-        pending_[st.pending_tail++] = ps.w_begin + (c.act_term / 2u) * prog_.micro_batches + prog_.ops[i].micro_batch;
+        pending_[st.pending_tail++] = ps.w_begin + (c.act_term / 2u) * prog_.micro_batches + p_ops_[i].micro_batch;
     }
     return true;
   }
@@ -616,10 +618,10 @@ class Dataflow {
   bool advance_stage(std::uint32_t s) {
     StageRun& st = stages_[s];
     if (st.next == st.end) return true;  // finished (and its levels replayed) already
-    const OpClass* classes = &prog_.classes[prog_.stages[s].classes];
+    const OpClass* classes = &p_classes_[p_stages_[s].classes];
     while (st.next < st.end) {
       const std::uint32_t i = st.next;
-      const ProgramOp op = prog_.ops[i];
+      const ProgramOp op = p_ops_[i];
       const OpClass& c = classes[op.cls];
       double ready;
       if (!ready_time(st, i, op, c, ready)) return true;
@@ -627,7 +629,7 @@ class Dataflow {
       if (!run_op(s, i, c, std::max(st.free, ready))) return false;
       st.next = i + 1;
       if (c.in < kLocal && channels_[c.in].capacity > 0) {
-        consumed_at_[prog_.channels[c.in].first + op.dep] = start_[i];
+        consumed_at_[p_channels_[c.in].first + op.dep] = start_[i];
         ++channels_[c.in].consumed;
         if (!advance_channel(c.in)) return false;  // may free capacity
       }
@@ -645,12 +647,12 @@ class Dataflow {
   // receiver's buffer is full; wakes the receiver when something arrived.
   bool advance_channel(std::uint32_t c) {
     ChannelRun& ch = channels_[c];
-    const ProgramChannel& pc = prog_.channels[c];
+    const ProgramChannel& pc = p_channels_[c];
     const StageRun& sender = stages_[pc.sender];
     const std::uint32_t produced = sender.next - sender.begin;
     const std::uint32_t first_next = ch.next;
     while (ch.next < pc.count) {
-      const std::uint32_t p = prog_.producer[pc.first + ch.next];
+      const std::uint32_t p = p_producer_[pc.first + ch.next];
       if (produced <= p) break;  // not produced yet
       double start = std::max(ch.free, end_[sender.begin + p]);
       if (pc.capacity > 0 && ch.next >= pc.capacity) {
@@ -679,6 +681,13 @@ class Dataflow {
 
   const Scenario& sc_;
   const Program& prog_;
+  // The program's arrays that the loops read, each one load away (through prog_ it
+  // takes two, and they are reloaded after every call the compiler cannot see into).
+  const ProgramOp* p_ops_;
+  const ProgramStage* p_stages_;
+  const OpClass* p_classes_;
+  const ProgramChannel* p_channels_;
+  const std::uint32_t* p_producer_;
   std::uint32_t S_;
   bool dynamic_w_;
   bool record_order_;
@@ -704,13 +713,13 @@ class Dataflow {
 template <class Replay>
 void Dataflow::replay(std::uint32_t s, Replay r) {
   StageRun& st = stages_[s];
-  const ProgramStage& ps = prog_.stages[s];
+  const ProgramStage& ps = p_stages_[s];
   const std::uint32_t* order = dynamic_w_ ? &executed_[st.executed] : nullptr;
   const std::uint32_t n = dynamic_w_ ? st.executed_end - st.executed : st.end - st.begin;
   for (std::uint32_t e = 0; e < n; ++e) {
     const std::uint32_t i = order ? order[e] : st.begin + e;  // the ops in the order they ran
-    const std::uint32_t k = prog_.ops[i].cls;
-    const OpClass& c = prog_.classes[ps.classes + k];
+    const std::uint32_t k = p_ops_[i].cls;
+    const OpClass& c = p_classes_[ps.classes + k];
     r.until(start_[i]);
     r.start(c, k);
     if (c.phase == Phase::Forward) continue;
