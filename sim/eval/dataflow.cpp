@@ -45,6 +45,7 @@ struct StageRun {
   std::uint32_t next = 0;  // absolute index of the next listed op to evaluate
   double free = 0;         // end of the previous op
   bool queued = false;     // on the work list
+  bool bounded = false;    // an input channel has a capacity (consumption is recorded)
   RateCursor speed;
   double busy_s = 0;
   // Dynamic W fill: its pending W ops (a FIFO in pending_) and the order it ran its ops
@@ -394,6 +395,7 @@ class Dataflow {
       st.end = ps.end;
       st.speed = RateCursor(sc.network.speed(s));
       st.peak_memory = ps.static_bytes;
+      for (std::uint32_t k = 0; k < ps.ninputs; ++k) st.bounded |= prog_.channels[prog_.inputs[ps.inputs + k]].capacity > 0;
       st.pending = static_cast<std::uint32_t>(pending_.size());
       pending_.resize(pending_.size() + (ps.w_end - ps.w_begin));
       st.executed = static_cast<std::uint32_t>(executed_.size());
@@ -619,6 +621,7 @@ class Dataflow {
     StageRun& st = stages_[s];
     if (st.next == st.end) return true;  // finished (and its levels replayed) already
     const OpClass* classes = &p_classes_[p_stages_[s].classes];
+    const bool bounded = st.bounded;
     while (st.next < st.end) {
       const std::uint32_t i = st.next;
       const ProgramOp op = p_ops_[i];
@@ -628,7 +631,7 @@ class Dataflow {
       if (dynamic_w_ && !fill_w(s, ready)) return false;
       if (!run_op(s, i, c, std::max(st.free, ready))) return false;
       st.next = i + 1;
-      if (c.in < kLocal && channels_[c.in].capacity > 0) {
+      if (bounded && c.in < kLocal && channels_[c.in].capacity > 0) {  // whether c.in < kLocal is data
         consumed_at_[p_channels_[c.in].first + op.dep] = start_[i];
         ++channels_[c.in].consumed;
         if (!advance_channel(c.in)) return false;  // may free capacity
