@@ -832,6 +832,37 @@ TEST(Testbed, BadOptionsAreStatus2) {
 #endif
 }
 
+// The probe of what a rate change does to the shaper's bucket: bad options are one line
+// and exit status 2; where namespaces can be made, a short run prints both throughputs
+// and the bytes per change (their values depend on the machine's load: not checked).
+TEST(Testbed, BucketProbe) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
+#else
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"--shaper foo", "--shaper: tbf or htb"},
+           {"--rate 20", "--rate: tc's form"},
+           {"--burst 0", "--burst: a positive whole number"},
+           {"--period x", "--period: seconds"},
+           {"--seconds", "--seconds: needs a value"},
+           {"--bogus", "unknown option --bogus"}}) {
+    int rc = 0;
+    const std::string out = shell(fmt::format("cd '{}' && tools/scripts/tbf_refill.sh {} 2>&1", SOURCE_ROOT, args), rc);
+    EXPECT_EQ(rc, 2) << args << "\n" << out;
+    EXPECT_THAT(out, HasSubstr(piece)) << args;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << args << "\n" << out;
+  }
+  int rc = 0;
+  const std::string out =
+      shell(fmt::format("cd '{}' && tools/scripts/tbf_refill.sh --seconds 1 --period 0.2 2>&1", SOURCE_ROOT), rc);
+  if (rc == 77) GTEST_SKIP() << out;
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr("tbf rate 20mbit, bucket 125000 bytes"));
+  EXPECT_THAT(out, HasSubstr("left alone:"));
+  EXPECT_THAT(out, HasSubstr("beyond the rate, per change:"));
+#endif
+}
+
 // The attribution prints, for a stuck link, the bucket tc reported after the change (with
 // --bucket fixed it is not the rate's 1 ms): tc prints it in bytes, KiB or MiB.
 TEST(Testbed, AttributionReadsTheBucketTcPrints) {

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Measures what a rate change does to the shaper's bucket: one saturating TCP stream over
+# a veth pair shaped as tools/scripts/netns.sh shapes a link, first left alone, then
+# changed to the same rate and bucket every PERIOD seconds (as the preemption driver
+# changes it); prints both throughputs and the bytes each change let through beyond the
+# rate. Linux's tbf refills its bucket at every `tc qdisc change` (tbf_change sets the
+# tokens to the whole bucket), so a link whose rate changes passes up to one bucket more
+# per change than its rate allows (docs/fidelity.md, "What a rate change does to the
+# bucket").
+#
+#   tools/scripts/tbf_refill.sh [--shaper tbf|htb] [--rate R] [--burst B] [--period S]
+#                               [--seconds T]
+#
+#   --shaper S    tbf (default; `tc qdisc change`) or htb (one class, `tc class change`)
+#   --rate R      tc's rate (default 20mbit)
+#   --burst B     the bucket in bytes (default 125000)
+#   --period S    seconds between two changes (default 0.1; each change also takes the
+#                 few ms of its tc call)
+#   --seconds T   how long each stream is measured (default 4)
+#
+# Needs root and network namespaces (exit 77 without them); uses two namespaces of its
+# own (agr-a, agr-b) on 10.79.0.0/24 and removes them at the end. Bad options: one line,
+# exit 2.
+set -euo pipefail
+
+die() {
+  echo "tbf_refill.sh: $*" >&2
+  exit 2
+}
+
+shaper=tbf rate=20mbit burst=125000 period=0.1 seconds=4
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --shaper) shaper=${2:-}; shift 2 || die "--shaper: needs a value" ;;
+    --rate) rate=${2:-}; shift 2 || die "--rate: needs a value" ;;
+    --burst) burst=${2:-}; shift 2 || die "--burst: needs a value" ;;
+    --period) period=${2:-}; shift 2 || die "--period: needs a value" ;;
+    --seconds) seconds=${2:-}; shift 2 || die "--seconds: needs a value" ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (--help lists them)" ;;
+  esac
+done
+case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb, got '$shaper'" ;; esac
+[[ "$rate" =~ ^[0-9]+(\.[0-9]+)?[kmg]?(bit|bps)$ ]] || die "--rate: tc's form, such as 20mbit, got '$rate'"
+[[ "$burst" =~ ^[1-9][0-9]*$ ]] || die "--burst: a positive whole number of bytes, got '$burst'"
+[[ "$period" =~ ^[0-9]*\.?[0-9]+$ ]] || die "--period: seconds, such as 0.1, got '$period'"
+[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || die "--seconds: a positive whole number, got '$seconds'"
+
+if [ "$(id -u)" -ne 0 ] || ! ip netns add agr-probe 2>/dev/null; then
+  echo "tbf_refill.sh: SKIP: needs root and network namespaces"
+  exit 77
+fi
+ip netns del agr-probe
+
+remove_namespaces() {
+  ip netns del agr-a 2>/dev/null || true
+  ip netns del agr-b 2>/dev/null || true
+}
+remove_namespaces  # left over from an interrupted run
+work=$(mktemp -d)
+trap 'remove_namespaces; rm -rf "$work"' EXIT
+
+ip netns add agr-a
+ip netns add agr-b
+ip link add va netns agr-a type veth peer name vb netns agr-b
+ip -n agr-a addr add 10.79.0.1/24 dev va
+ip -n agr-b addr add 10.79.0.2/24 dev vb
+for ns in agr-a agr-b; do ip -n "$ns" link set lo up; done
+ip -n agr-a link set va up
+ip -n agr-b link set vb up
+# shape add|change: the shaper on va's egress, as netns.sh sets it (htb: its leaf queue
+# stays; only the class changes).
+shape() {
+  if [ "$shaper" = tbf ]; then
+    tc -n agr-a qdisc "$1" dev va root tbf rate "$rate" burst "$burst" latency 50ms
+    return
+  fi
+  [ "$1" = change ] || tc -n agr-a qdisc add dev va root handle 1: htb default 1
+  tc -n agr-a class "$1" dev va parent 1: classid 1:1 htb rate "$rate" ceil "$rate" burst "$burst" \
+    cburst "$burst" quantum 65536
+  [ "$1" = change ] || tc -n agr-a qdisc add dev va parent 1:1 handle 10: bfifo limit 262144
+}
+shape add
+
+# The receiver counts the bytes of T seconds from the first one; the sender writes
+# 64 KiB blocks for T + 1 seconds.
+cat >"$work/rx.py" <<'PY'
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.79.0.2", 5001))
+s.listen(1)
+c, _ = s.accept()
+n, t0, dur = 0, None, float(sys.argv[1])
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    t0 = t0 or time.monotonic()
+    n += len(b)
+    if time.monotonic() - t0 > dur:
+        break
+print(n, time.monotonic() - t0)
+PY
+cat >"$work/tx.py" <<'PY'
+import socket, sys, time
+s = socket.socket()
+s.connect(("10.79.0.2", 5001))
+buf, end = b"x" * 65536, time.monotonic() + float(sys.argv[1]) + 1
+try:
+    while time.monotonic() < end:
+        s.sendall(buf)
+except OSError:
+    pass
+PY
+
+# stream MODE: prints "BYTES SECONDS CHANGES".
+stream() {
+  ip netns exec agr-b python3 "$work/rx.py" "$seconds" >"$work/rx.out" &
+  local rx=$! changes=0
+  sleep 0.3
+  ip netns exec agr-a python3 "$work/tx.py" "$seconds" &
+  local tx=$!
+  if [ "$1" = changes ]; then
+    while kill -0 "$rx" 2>/dev/null; do
+      shape change
+      changes=$((changes + 1))
+      sleep "$period"
+    done
+  fi
+  wait "$rx"
+  kill "$tx" 2>/dev/null || true
+  wait "$tx" 2>/dev/null || true
+  echo "$(cat "$work/rx.out") $changes"
+}
+
+read -r b0 s0 _ < <(stream steady)
+read -r b1 s1 n1 < <(stream changes)
+python3 - "$rate" "$burst" "$b0" "$s0" "$b1" "$s1" "$n1" "$shaper" <<'PY'
+import sys
+rate, burst = sys.argv[1], int(sys.argv[2])
+b0, s0, b1, s1, n1 = int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+r0, r1 = b0 / s0, b1 / s1
+print(f"{sys.argv[8]} rate {rate}, bucket {burst} bytes")
+print(f"  left alone:             {8 * r0 / 1e6:8.2f} Mbit/s received")
+print(f"  changed {n1:3d} times:      {8 * r1 / 1e6:8.2f} Mbit/s received ({n1 / s1:.1f} changes/s)")
+if n1:
+    extra = (r1 - r0) * s1 / n1
+    print(f"  beyond the rate, per change: {extra:.0f} bytes ({extra / burst:.2f} of the bucket)")
+PY
