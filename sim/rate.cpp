@@ -178,18 +178,9 @@ void RateCursor::cache() {
   rate_ = tr.values_[seg_];
 }
 
-double RateCursor::finish_slow(double t0, double work) {
-  if (!(work > 0)) return t0;
+void RateCursor::place(double t0) {
   const RateTrace& tr = *trace_;
-  const std::size_t n = tr.times_.size();
-  if (next_segment(t0, work)) return t0 + work / rate_;
-  if (n == 1 && tr.repeat_s_ == 0) {  // constant rate
-    const double v = tr.values_[0];
-    return v > 0 ? t0 + work / v : kNever;
-  }
   const double period = tr.repeat_s_;
-
-  // Place the cursor on the segment that contains t0; forward moves are amortized.
   if (t0 < base_ + tr.times_[seg_]) {
     seek(t0);
   } else if (period > 0 && t0 >= base_ + period) {
@@ -200,7 +191,20 @@ double RateCursor::finish_slow(double t0, double work) {
       seg_ = 0;
     }
   }
-  while (seg_ + 1 < n && t0 >= base_ + tr.times_[seg_ + 1]) ++seg_;
+  while (seg_ + 1 < tr.times_.size() && t0 >= base_ + tr.times_[seg_ + 1]) ++seg_;
+}
+
+double RateCursor::finish_slow(double t0, double work) {
+  if (!(work > 0)) return t0;
+  const RateTrace& tr = *trace_;
+  const std::size_t n = tr.times_.size();
+  if (next_segment(t0, work)) return t0 + work / rate_;
+  if (n == 1 && tr.repeat_s_ == 0) {  // constant rate
+    const double v = tr.values_[0];
+    return v > 0 ? t0 + work / v : kNever;
+  }
+  const double period = tr.repeat_s_;
+  place(t0);
 
   // Skip whole periods: every window of length P holds the same integral.
   if (period > 0) {

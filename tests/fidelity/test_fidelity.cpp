@@ -806,6 +806,18 @@ TEST(Replay, EightRanksOnFewCoresStayConsistent) {
 
 // --- the testbed, reduced ----------------------------------------------------------
 
+#ifdef ADAGROUPER_CALIB_BIN
+// tools/scripts/SCRIPT with bad options ARGS: refused in one line that says `piece`,
+// with exit status 2.
+void expect_refused(const std::string& script, const std::string& args, const std::string& piece) {
+  int rc = 0;
+  const std::string out = shell(fmt::format("cd '{}' && tools/scripts/{} {} 2>&1", SOURCE_ROOT, script, args), rc);
+  EXPECT_EQ(rc, 2) << script << " " << args << "\n" << out;
+  EXPECT_THAT(out, HasSubstr(piece)) << script << " " << args;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << script << " " << args << "\n" << out;
+}
+#endif
+
 // The testbed's options are checked before anything is set up: a bad value is one line
 // and exit status 2, also for the drawn scenarios. --bucket fixed keeps tbf's bucket
 // constant, which means nothing for htb: refused with it.
@@ -822,13 +834,8 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--shaper foo", "--shaper: tbf or htb"},
            {"--bucket foo", "--bucket: per-rate or fixed"},
            {"--bucket fixed --shaper htb", "--bucket fixed: tbf only"},
-           {"--random-scenarios 2 --bucket x", "--bucket: per-rate or fixed"}}) {
-    int rc = 0;
-    const std::string out = shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh {} 2>&1", SOURCE_ROOT, args), rc);
-    EXPECT_EQ(rc, 2) << args << "\n" << out;
-    EXPECT_THAT(out, HasSubstr(piece)) << args;
-    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << args << "\n" << out;
-  }
+           {"--random-scenarios 2 --bucket x", "--bucket: per-rate or fixed"}})
+    expect_refused("fidelity.sh", args, piece);
 #endif
 }
 
@@ -845,13 +852,8 @@ TEST(Testbed, BucketProbe) {
            {"--burst 0", "--burst: a positive whole number"},
            {"--period x", "--period: seconds"},
            {"--seconds", "--seconds: needs a value"},
-           {"--bogus", "unknown option --bogus"}}) {
-    int rc = 0;
-    const std::string out = shell(fmt::format("cd '{}' && tools/scripts/tbf_refill.sh {} 2>&1", SOURCE_ROOT, args), rc);
-    EXPECT_EQ(rc, 2) << args << "\n" << out;
-    EXPECT_THAT(out, HasSubstr(piece)) << args;
-    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << args << "\n" << out;
-  }
+           {"--bogus", "unknown option --bogus"}})
+    expect_refused("tbf_refill.sh", args, piece);
   int rc = 0;
   const std::string out =
       shell(fmt::format("cd '{}' && tools/scripts/tbf_refill.sh --seconds 1 --period 0.2 2>&1", SOURCE_ROOT), rc);

@@ -23,11 +23,17 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
   const int S = rng.range(1, 8);
   const int M = rng.range(1, 24);
   const bool whole = rng.chance(0.5);
+  // One case in eight has ties everywhere: durations in quarters of a second (0 among
+  // them), no rate and no latency on the links (a message arrives when it is produced,
+  // at the instant its consumer may start or an iteration begins), unit speed. The
+  // same numbers are drawn, so the other cases are unchanged.
+  const bool ties = seed % 8 == 0;
+  auto quarter = [&](double t) { return ties ? std::floor(4 * t) / 4 : t; };
   auto bytes = [&](double most) { return whole ? std::floor(most * rng.uniform()) : most * rng.uniform(); };
   std::vector<sim::StageParams> st(S);
   for (auto& p : st) {
-    p.fwd = 0.05 + rng.uniform();
-    p.bwd = 0.05 + 2 * rng.uniform();
+    p.fwd = quarter(0.05 + rng.uniform());
+    p.bwd = quarter(0.05 + 2 * rng.uniform());
     p.act = bytes(1e6) + (whole ? 1 : 0.3);
     p.out = bytes(1e3);
     p.gout = rng.chance(0.1) ? 0.0 : bytes(1e3);
@@ -39,8 +45,12 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
     ch.latency_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.05;
     if (!rng.chance(0.1)) ch.set_rate(rough_trace(rng, 3e3));
     ch.capacity = rng.chance(0.6) ? 0 : rng.range(1, 4);
+    if (ties) ch.latency_s = 0, ch.rate = nullptr;
   });
-  for (int s = 0; s < S; ++s) net.set_speed(s, rng.chance(0.5) ? RateTrace::constant(1.0) : rough_trace(rng, 1.5));
+  for (int s = 0; s < S; ++s) {
+    const RateTrace speed = rng.chance(0.5) ? RateTrace::constant(1.0) : rough_trace(rng, 1.5);
+    net.set_speed(s, ties ? RateTrace::constant(1.0) : speed);
+  }
 
   sim::Schedule sch;
   switch (rng.below(5)) {
@@ -51,16 +61,16 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
   }
   const int iterations = rng.range(1, 4);
   desc = "seed " + std::to_string(seed) + ": S=" + std::to_string(S) + " M=" + std::to_string(M) + " " + sch.name() +
-         " k=" + std::to_string(sch.k) + " iterations=" + std::to_string(iterations);
+         " k=" + std::to_string(sch.k) + " iterations=" + std::to_string(iterations) + (ties ? " (ties)" : "");
   auto sc = sim::make_scenario(pipeline_from(st, M), std::move(net), std::move(sch), 1, iterations);
-  sc.start_time_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 10;
+  sc.start_time_s = rng.chance(0.5) ? 0.0 : quarter(rng.uniform() * 10);
   if (rng.chance(0.3)) {
     std::vector<sim::OpTiming> timings;
     for (int it = 0; it < iterations; ++it)
       for (int s = 0; s < S; ++s)
         for (int m = 0; m < M; ++m)
           for (Phase ph : {Phase::Forward, Phase::Backward})
-            if (rng.chance(0.3)) timings.push_back({it, s, m, ph, rng.uniform(), 0});
+            if (rng.chance(0.3)) timings.push_back({it, s, m, ph, quarter(rng.uniform()), 0});
     sim::set_op_timings(sc, std::move(timings), "timings.csv");
     desc += " (stage timing trace)";
   }
