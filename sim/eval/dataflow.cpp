@@ -205,7 +205,7 @@ class StageReplay {
 };
 
 // The memory term all of an input channel's messages wait in (their receiver's), for
-// SimpleReplay; kMixedTerms when they wait in more than one.
+// SimpleReplay; kMixedTerms when they wait in more than one, or there are none.
 constexpr std::uint32_t kMixedTerms = ~0u;
 
 // What an op of one class changes when it starts and when it ends, for ExactReplay: the
