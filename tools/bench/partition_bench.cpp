@@ -13,6 +13,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "../cli/allocator.h"
 #include "../cli/cli_util.h"
 #include "planner.h"
 
@@ -66,6 +67,7 @@ double best_of(int repeat, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  adagrouper::cli::keep_freed_memory();
   namespace po = boost::program_options;
   po::options_description opts("partition_bench: 200 layers into 32 stages (DP and refinement)\nOptions");
   opts.add_options()("help,h", "show this help")(

@@ -12,6 +12,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "../cli/allocator.h"
 #include "../cli/cli_util.h"
 #include "planner.h"
 
@@ -75,6 +76,7 @@ Run run(const sim::Pipeline& p, const sim::Network& n, int iterations, int devic
 }  // namespace
 
 int main(int argc, char** argv) {
+  adagrouper::cli::keep_freed_memory();
   namespace po = boost::program_options;
   po::options_description opts("plan_bench: planner wall time on a 32-stage pipeline\nOptions");
   opts.add_options()("help,h", "show this help")(

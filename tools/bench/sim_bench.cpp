@@ -19,6 +19,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "../cli/allocator.h"
 #include "../cli/cli_util.h"
 #include "../cli/schedule_options.h"
 #include "sim.h"
@@ -49,6 +50,7 @@ long peak_rss_kib() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  adagrouper::cli::keep_freed_memory();
   namespace po = boost::program_options;
   po::options_description opts("sim_bench: simulator throughput on a large pipeline\nOptions");
   // clang-format off

@@ -20,6 +20,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "../cli/allocator.h"
 #include "../cli/cli_util.h"
 #include "sim.h"
 #include "traces.h"
@@ -97,6 +98,7 @@ SimRun bench_sim(const sim::Scenario& sc, int repeat) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  adagrouper::cli::keep_freed_memory();
   namespace po = boost::program_options;
   po::options_description opts("trace_bench: loading a large CSV trace, and simulating with 10^6-point traces\nOptions");
   // clang-format off

@@ -10,6 +10,7 @@
 
 #include <boost/program_options/errors.hpp>
 
+#include "allocator.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "sim.h"
@@ -136,6 +137,7 @@ int checked_stdout(std::string_view cmd, int status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  adagrouper::cli::keep_freed_memory();
   const std::string_view first = argc < 2 ? std::string_view() : std::string_view(argv[1]);
   if (argc < 2 || first == "--help" || first == "-h" || (first == "help" && argc == 2)) {
     std::cout << usage();
