@@ -5,7 +5,7 @@
 #   tools/run.sh plan [ARGS]       build/adagrouper plan ARGS (default: the GPT example)
 #   tools/run.sh simulate [ARGS]   build/adagrouper simulate ARGS (default: the toy example)
 #   tools/run.sh test       every test; ends with "N passed, N failed"
-#   tools/run.sh test-sanitize   the test suite built with ASan+UBSan in build-sanitize/
+#   tools/run.sh test-sanitize   the test suite built with ASan+UBSan in build-sanitize/ (two binaries at a time)
 #   tools/run.sh bench      the benchmarks of docs/performance.md
 #   tools/run.sh fuzz [SECONDS]    the loaders' fuzz targets (clang >= 16, libFuzzer) on their corpora
 #   tools/run.sh build      configure and build only
@@ -74,10 +74,11 @@ run_python_tests() {
   fail_total=$((fail_total + bad))
 }
 
-# Runs every GoogleTest binary under DIR/tests, then the Python tests, and prints
-# "N passed, N failed".
+# Runs every GoogleTest binary under DIR/tests, JOBS of them at a time (default 1), then
+# the Python tests, and prints "N passed, N failed". Each binary's output is printed when
+# all have run, in name order, so the log reads the same whatever finished first.
 run_tests() {
-  local dir=$1 passed=0 failed=0 bin out rc n p s f
+  local dir=$1 jobs=${2:-1} passed=0 failed=0 bin out rc n p s f i running=0 outs
   local bins=()
   while IFS= read -r bin; do bins+=("$bin"); done < <(find "$dir/tests" -type f -name '*_test' -perm -u+x | sort)
   if [ ${#bins[@]} -eq 0 ]; then
@@ -85,12 +86,25 @@ run_tests() {
     echo "0 passed, 1 failed"
     return 1
   fi
-  for bin in "${bins[@]}"; do
-    echo "== $(basename "$bin")" >&2
-    set +e
-    out=$("$bin" --gtest_brief=1 2>&1)
-    rc=$?
-    set -e
+  outs=$(mktemp -d)
+  [ "$jobs" -le 1 ] || echo "run.sh: ${#bins[@]} test binaries in $dir, $jobs at a time; their output follows when all have run" >&2
+  for i in "${!bins[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then
+      wait -n || true
+      running=$((running - 1))
+    fi
+    (
+      set +e
+      "${bins[$i]}" --gtest_brief=1 >"$outs/$i.out" 2>&1
+      echo $? >"$outs/$i.rc"
+    ) &
+    running=$((running + 1))
+  done
+  wait
+  for i in "${!bins[@]}"; do
+    echo "== $(basename "${bins[$i]}")" >&2
+    out=$(cat "$outs/$i.out")
+    rc=$(cat "$outs/$i.rc" 2>/dev/null || echo 1)
     printf '%s\n' "$out" >&2
     # --gtest_brief prints no count of failures: they are the cases run less those passed.
     n=$(printf '%s\n' "$out" | sed -n 's/^\[==========\] \([0-9]*\) tests\{0,1\} from.*ran.*/\1/p' | tail -1)
@@ -103,6 +117,7 @@ run_tests() {
     passed=$((passed + p))
     failed=$((failed + f))
   done
+  rm -rf "$outs"
   run_python_tests "$dir" passed failed
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
@@ -142,7 +157,9 @@ case "$cmd" in
     # No Python module: an ASan-built extension cannot be loaded into an uninstrumented python3.
     build build-sanitize -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
       -Dbenchmarks=false -Dcuda=disabled -Dnccl=disabled -Dmpi=disabled -Dpython=disabled
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run_tests build-sanitize
+    # Two binaries at a time: under ASan the suite is CPU-bound and a binary uses one core.
+    # (The release suite runs them one by one: its testbed tests measure shaped links.)
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run_tests build-sanitize 2
     ;;
   bench)
     build build
