@@ -333,6 +333,24 @@ TEST(Memory, EqualTimesReleaseBeforeAllocate) {
   EXPECT_EQ(r.channels[1].peak_queue_depth, 0);
 }
 
+// Changes at one instant settle once: stage 1's ops and the messages take no time, so
+// at each arrival (1F1B, S = 2, M = 3; stage 0: F0 F1 B0 F2 B1 B2, 1 s each) stage 1's
+// F starts and its B starts and ends at that very instant, and nothing is held when time
+// moves on (docs/model.md, levels). Both evaluators.
+TEST(Memory, ZeroDurationOpsAtOneInstantHoldNothing) {
+  sim::StageParams s0{.fwd = 1, .bwd = 1, .act = 10, .out = 1000, .gout = 0, .static_bytes = 100, .opt = 0};
+  sim::StageParams s1{.fwd = 0, .bwd = 0, .act = 10, .out = 0, .gout = 1000, .static_bytes = 100, .opt = 0};
+  const auto p = pipeline_from({s0, s1}, 3);
+  const auto sc = sim::make_scenario(p, Network::uniform(2, std::nullopt), sim::make_named("1f1b", 2, 3, std::nullopt), 1, 1);
+  for (const sim::Evaluator e : {sim::Evaluator::Events, sim::Evaluator::Dataflow}) {
+    const auto r = sim::simulate(sc, {.evaluator = e});
+    EXPECT_DOUBLE_EQ(r.total_time_s, 6.0);
+    EXPECT_DOUBLE_EQ(r.stages[1].peak_memory_bytes, 100.0);
+    EXPECT_EQ(r.stages[1].peak_inflight, 0);
+    EXPECT_EQ(r.channels[0].peak_queue_depth, 0);
+  }
+}
+
 sim::Schedule custom_order(const std::vector<std::vector<sim::Op>>& stages) {
   sim::Schedule s;
   s.spec = sim::ScheduleSpec::custom();
