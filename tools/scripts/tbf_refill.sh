@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Measures what a rate change does to the shaper's bucket: one saturating TCP stream over
-# a veth pair shaped as tools/scripts/netns.sh shapes a link, first left alone, then
-# changed to the same rate and bucket every PERIOD seconds (as the preemption driver
-# changes it); prints both throughputs and the bytes each change let through beyond the
-# rate. Linux's tbf refills its bucket at every `tc qdisc change` (tbf_change sets the
-# tokens to the whole bucket), so a link whose rate changes passes up to one bucket more
-# per change than its rate allows (docs/fidelity.md, "What a rate change does to the
-# bucket").
+# link 0 of a two-namespace chain made and shaped by tools/scripts/netns.sh (as the
+# fidelity testbed makes and shapes its links), first left alone, then changed to the
+# same rate and bucket every PERIOD seconds with the tc call the preemption driver of
+# tools/scripts/fidelity.sh makes; prints both throughputs and the bytes each change let through
+# beyond the rate. Linux's tbf refills its bucket at every `tc qdisc change` (tbf_change
+# sets the tokens to the whole bucket), so a link whose rate changes passes up to one
+# bucket more per change than its rate allows (docs/fidelity.md, "What a rate change
+# does to the bucket").
 #
 #   tools/scripts/tbf_refill.sh [--shaper tbf|htb] [--rate R] [--burst B] [--period S]
-#                               [--seconds T]
+#                               [--seconds T] [--gso BYTES]
 #
 #   --shaper S    tbf (default; `tc qdisc change`) or htb (one class, `tc class change`)
 #   --rate R      tc's rate (default 20mbit)
@@ -17,10 +18,12 @@
 #   --period S    seconds between two changes (default 0.1; each change also takes the
 #                 few ms of its tc call)
 #   --seconds T   how long each stream is measured (default 4)
+#   --gso BYTES   the largest packet the link takes (`netns.sh gso`; default 65536, TCP's
+#                 own; the testbed caps it at 4096 unless its bucket never shrinks)
 #
-# Needs root and network namespaces (exit 77 without them); uses two namespaces of its
-# own (agr-a, agr-b) on 10.79.0.0/24 and removes them at the end. Bad options: one line,
-# exit 2.
+# Needs root and network namespaces (exit 77 without them); uses a chain of its own
+# (`netns.sh --prefix agr`: namespaces agr0, agr1) and removes it at the end. Bad
+# options: one line, exit 2.
 set -euo pipefail
 
 die() {
@@ -28,7 +31,7 @@ die() {
   exit 2
 }
 
-shaper=tbf rate=20mbit burst=125000 period=0.1 seconds=4
+shaper=tbf rate=20mbit burst=125000 period=0.1 seconds=4 gso=65536
 while [ $# -gt 0 ]; do
   case "$1" in
     --shaper) shaper=${2:-}; shift 2 || die "--shaper: needs a value" ;;
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
     --burst) burst=${2:-}; shift 2 || die "--burst: needs a value" ;;
     --period) period=${2:-}; shift 2 || die "--period: needs a value" ;;
     --seconds) seconds=${2:-}; shift 2 || die "--seconds: needs a value" ;;
+    --gso) gso=${2:-}; shift 2 || die "--gso: needs a value" ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (--help lists them)" ;;
   esac
@@ -45,42 +49,30 @@ case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb, got '$shaper'" ;; 
 [[ "$burst" =~ ^[1-9][0-9]*$ ]] || die "--burst: a positive whole number of bytes, got '$burst'"
 [[ "$period" =~ ^[0-9]*\.?[0-9]+$ ]] || die "--period: seconds, such as 0.1, got '$period'"
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || die "--seconds: a positive whole number, got '$seconds'"
+[[ "$gso" =~ ^[1-9][0-9]*$ ]] || die "--gso: a positive whole number of bytes, got '$gso'"
 
-if [ "$(id -u)" -ne 0 ] || ! ip netns add agr-probe 2>/dev/null; then
+netns=("$(dirname "${BASH_SOURCE[0]}")/netns.sh" --prefix agr)
+if [ "$(id -u)" -ne 0 ] || ! "${netns[@]}" check >/dev/null 2>&1; then
   echo "tbf_refill.sh: SKIP: needs root and network namespaces"
   exit 77
 fi
-ip netns del agr-probe
-
-remove_namespaces() {
-  ip netns del agr-a 2>/dev/null || true
-  ip netns del agr-b 2>/dev/null || true
-}
-remove_namespaces  # left over from an interrupted run
+"${netns[@]}" destroy >/dev/null 2>&1 || true  # left over from an interrupted run
 work=$(mktemp -d)
-trap 'remove_namespaces; rm -rf "$work"' EXIT
-
-ip netns add agr-a
-ip netns add agr-b
-ip link add va netns agr-a type veth peer name vb netns agr-b
-ip -n agr-a addr add 10.79.0.1/24 dev va
-ip -n agr-b addr add 10.79.0.2/24 dev vb
-for ns in agr-a agr-b; do ip -n "$ns" link set lo up; done
-ip -n agr-a link set va up
-ip -n agr-b link set vb up
-# shape add|change: the shaper on va's egress, as netns.sh sets it (htb: its leaf queue
-# stays; only the class changes).
-shape() {
+trap '"${netns[@]}" destroy >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+"${netns[@]}" create 2 >/dev/null
+"${netns[@]}" gso "$gso" >/dev/null
+# The shaper on link 0's forward direction (agr0 -> agr1, device `next`), as netns.sh
+# sets it; a change is the driver's tc call: tbf's `qdisc change`, htb's `class change`
+# (its leaf queue stays), straight through `tc -n`.
+"${netns[@]}" rate 0 "$rate" --dir forward --burst "$burst" --shaper "$shaper" >/dev/null
+change() {
   if [ "$shaper" = tbf ]; then
-    tc -n agr-a qdisc "$1" dev va root tbf rate "$rate" burst "$burst" latency 50ms
-    return
+    tc -n agr0 qdisc change dev next root tbf rate "$rate" burst "$burst" latency 50ms
+  else
+    tc -n agr0 class change dev next parent 1: classid 1:1 htb rate "$rate" ceil "$rate" burst "$burst" \
+      cburst "$burst" quantum 65536
   fi
-  [ "$1" = change ] || tc -n agr-a qdisc add dev va root handle 1: htb default 1
-  tc -n agr-a class "$1" dev va parent 1: classid 1:1 htb rate "$rate" ceil "$rate" burst "$burst" \
-    cburst "$burst" quantum 65536
-  [ "$1" = change ] || tc -n agr-a qdisc add dev va parent 1:1 handle 10: bfifo limit 262144
 }
-shape add
 
 # The receiver counts the bytes of T seconds from the first one; the sender writes
 # 64 KiB blocks for T + 1 seconds.
@@ -88,7 +80,7 @@ cat >"$work/rx.py" <<'PY'
 import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("10.79.0.2", 5001))
+s.bind(("10.77.1.2", 5001))
 s.listen(1)
 c, _ = s.accept()
 n, t0, dur = 0, None, float(sys.argv[1])
@@ -105,7 +97,7 @@ PY
 cat >"$work/tx.py" <<'PY'
 import socket, sys, time
 s = socket.socket()
-s.connect(("10.79.0.2", 5001))
+s.connect(("10.77.1.2", 5001))
 buf, end = b"x" * 65536, time.monotonic() + float(sys.argv[1]) + 1
 try:
     while time.monotonic() < end:
@@ -116,14 +108,14 @@ PY
 
 # stream MODE: prints "BYTES SECONDS CHANGES".
 stream() {
-  ip netns exec agr-b python3 "$work/rx.py" "$seconds" >"$work/rx.out" &
+  "${netns[@]}" exec 1 python3 "$work/rx.py" "$seconds" >"$work/rx.out" &
   local rx=$! changes=0
   sleep 0.3
-  ip netns exec agr-a python3 "$work/tx.py" "$seconds" &
+  "${netns[@]}" exec 0 python3 "$work/tx.py" "$seconds" &
   local tx=$!
   if [ "$1" = changes ]; then
     while kill -0 "$rx" 2>/dev/null; do
-      shape change
+      change
       changes=$((changes + 1))
       sleep "$period"
     done
