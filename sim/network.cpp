@@ -41,10 +41,13 @@ int stage_index(const Field& f) {
   return f.int_in(0);
 }
 
+// A token bucket's size: bytes (a number, or "32KiB"), finite and >= 0.
+double read_burst(const Field& f) { return f.non_negative(Quantity::size); }
+
 NetworkSpec::Channel parse_channel(const Field& c, std::size_t i, const std::filesystem::path& base_dir,
                                    const RateParser& rates) {
   c.require_object();
-  c.check_keys({"from", "to", "rate", "latency_s", "capacity"}, "a channel");
+  c.check_keys({"from", "to", "rate", "latency_s", "capacity", "burst_bytes"}, "a channel");
   NetworkSpec::Channel ch;
   ch.field = fmt::format("channels[{}]", i);
   ch.from = stage_index(c.at("from"));
@@ -55,6 +58,7 @@ NetworkSpec::Channel parse_channel(const Field& c, std::size_t i, const std::fil
   if (c.has("rate")) ch.rate = rates.parse_shared(c.at("rate"), base_dir);
   if (c.has("latency_s")) ch.latency_s = read_time(c.at("latency_s"));
   if (c.has("capacity")) ch.capacity = c.at("capacity").int_in(1);
+  if (c.has("burst_bytes")) ch.burst_bytes = read_burst(c.at("burst_bytes"));
   return ch;
 }
 
@@ -75,11 +79,12 @@ NetworkSpec::Speed parse_speed(const Field& e, std::size_t i, const std::filesys
 NetworkSpec parse_network_spec(const nlohmann::json& doc, const std::string& source, const RateParser& rates) {
   Field root(doc, source);
   root.require_object();
-  root.check_keys({"latency_s", "default", "channels", "stages"}, "a network");
+  root.check_keys({"latency_s", "burst_bytes", "default", "channels", "stages"}, "a network");
   const std::filesystem::path base_dir = std::filesystem::path(source).parent_path();
   NetworkSpec spec;
   spec.source = source;
   if (root.has("latency_s")) spec.latency_s = read_time(root.at("latency_s"));
+  if (root.has("burst_bytes")) spec.burst_bytes = read_burst(root.at("burst_bytes"));
   if (root.has("default")) spec.default_rate = rates.parse_shared(root.at("default"), base_dir);
   if (root.has("channels")) {
     Field chans = root.at("channels");
@@ -106,7 +111,10 @@ NetworkSpec parse_network_spec(const nlohmann::json& doc, const std::string& sou
 Network NetworkSpec::bind(int S) const {
   Network net = Network::uniform(S, std::nullopt, latency_s);
   net.source = source;
-  if (default_rate) net.rewrite_channels([&](ChannelSpec& c) { c.rate = default_rate; });
+  net.rewrite_channels([&](ChannelSpec& c) {
+    if (default_rate) c.rate = default_rate;
+    c.burst_bytes = burst_bytes;
+  });
   for (const Channel& ch : channels) {
     for (auto [key, stage] : {std::pair{"from", ch.from}, std::pair{"to", ch.to}})
       if (stage >= S)
@@ -116,6 +124,7 @@ Network NetworkSpec::bind(int S) const {
     if (ch.rate) c.rate = ch.rate;
     c.latency_s = ch.latency_s.value_or(latency_s);
     if (ch.capacity) c.capacity = *ch.capacity;
+    c.burst_bytes = ch.burst_bytes.value_or(burst_bytes);
   }
   for (const Speed& sp : speeds) {
     if (sp.stage >= S)

@@ -31,6 +31,10 @@ struct ChannelSpec {
   RatePtr rate;          // bytes per second; null: no rate, a transfer takes only the latency
   double latency_s = 0;
   int capacity = 0;      // 0: unlimited
+  // A token bucket in front of the rate, in bytes (0: none): tokens accrue at the rate
+  // up to this many while the channel is idle, and a transfer sends what the bucket
+  // holds at once (docs/model.md, "Shaped links"). Off unless the network file asks.
+  double burst_bytes = 0;
 
   bool unlimited() const { return rate == nullptr; }
   void set_rate(RateTrace r) { rate = std::make_shared<const RateTrace>(std::move(r)); }
@@ -73,6 +77,7 @@ class NetworkSpec {
     RatePtr rate;                        // null: the default's
     std::optional<double> latency_s;     // null: the file's latency_s
     std::optional<int> capacity;
+    std::optional<double> burst_bytes;   // null: the file's burst_bytes
     std::string field;                   // "channels[i]", for messages
   };
   struct Speed {
@@ -83,6 +88,7 @@ class NetworkSpec {
 
   std::string source;
   double latency_s = 0;
+  double burst_bytes = 0;                // every channel's, unless it gives its own
   RatePtr default_rate;                  // null: transfers take only their latency
   std::vector<Channel> channels;
   std::vector<Speed> speeds;

@@ -32,6 +32,7 @@
 
 #include "../rate.h"
 #include "evaluator.h"
+#include "link.h"
 #include "op_durations.h"
 #include "totals.h"
 
@@ -62,7 +63,7 @@ struct ChannelRun {
   std::uint32_t arrivals = 0;  // where its arrival times start in arrival_
   std::uint32_t capacity = 0;  // the receiver's buffer: ProgramChannel::capacity
   double free = 0;             // end of the previous transfer
-  RateCursor rate;
+  Link rate;
   double busy_s = 0;
   double peak_depth = 0;
 };
@@ -404,7 +405,7 @@ class Dataflow {
     channels_.resize(prog_.channels.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ProgramChannel& pc = prog_.channels[c];
-      if (!pc.unlimited) channels_[c].rate = RateCursor(*pc.spec->rate);
+      if (!pc.unlimited) channels_[c].rate = Link(*pc.spec, sc.start_time_s);
       channels_[c].capacity = pc.capacity;
     }
     start_.resize(prog_.ops.size());

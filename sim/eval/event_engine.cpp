@@ -10,6 +10,7 @@
 #include "../error.h"
 #include "evaluator.h"
 #include "event_list.h"
+#include "link.h"
 #include "op_durations.h"
 #include "totals.h"
 
@@ -90,7 +91,7 @@ struct ChannelState {
   std::uint32_t consumed = 0;   // messages whose consuming op has started
   bool busy = false;
   double start = 0;
-  RateCursor rate;
+  Link rate;
   Level queue;
   double busy_s = 0;
 };
@@ -118,7 +119,7 @@ class Engine {
     channels_.resize(prog_.channels.size());
     events_ = EventList(static_cast<std::uint32_t>(stages_.size() + channels_.size()));
     for (std::size_t c = 0; c < channels_.size(); ++c)
-      if (!prog_.channels[c].unlimited) channels_[c].rate = RateCursor(*prog_.channels[c].spec->rate);
+      if (!prog_.channels[c].unlimited) channels_[c].rate = Link(*prog_.channels[c].spec, sc.start_time_s);
     if (record_) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
       timeline_.transfers.reserve(prog_.producer.size() * sc.iterations);

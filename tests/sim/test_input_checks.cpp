@@ -153,7 +153,7 @@ TEST(InputChecks, TyposNameTheLineAndTheNearestKey) {
   EXPECT_THAT(network_error(R"({"default": {"constant": 1, "points": [[0, 1]]}})"),
               HasSubstr("default: unknown key \"points\" for a constant rate (known keys: constant)"));
   EXPECT_THAT(network_error(R"({"colour": 1})"),
-              HasSubstr("unknown key \"colour\" for a network (known keys: latency_s, default, channels, stages)"));
+              HasSubstr("unknown key \"colour\" for a network (known keys: latency_s, burst_bytes, default, channels, stages)"));
   TempDir dir;
   const auto order = dir.write("o.json", R"({"stages": [["F0", {"op": "forward", "micro_bach": 1}]]})");
   EXPECT_THAT(input_error([&] { sim::load_schedule_file(order, 1, 2); }),

@@ -370,6 +370,18 @@ TEST(NetworkFile, ReadOnceBoundToAnyStageCountSharingItsTraces) {
   EXPECT_THAT(input_error([&] { spec.bind(2); }), HasSubstr("channels[0].to: stage 2 does not exist"));
 }
 
+// burst_bytes: the file's for every channel, a channel's own over it, units read.
+TEST(NetworkFile, TokenBucketsPerChannelAndByDefault) {
+  const auto net = sim::parse_network_spec(json::parse(R"({"default": {"constant": 1e6}, "burst_bytes": 4096,
+      "channels": [{"from": 1, "to": 0, "burst_bytes": "32KiB"}, {"from": 0, "to": 1, "burst_bytes": 0}]})"),
+                                           "n.json")
+                       .bind(3);
+  EXPECT_DOUBLE_EQ(net.channel(1, 2).burst_bytes, 4096);
+  EXPECT_DOUBLE_EQ(net.channel(1, 0).burst_bytes, 32768);
+  EXPECT_DOUBLE_EQ(net.channel(0, 1).burst_bytes, 0);
+  EXPECT_DOUBLE_EQ(sim::Network::uniform(2, 1.0).channel(0, 1).burst_bytes, 0);  // none unless asked
+}
+
 TEST(NetworkFile, BadInputNamesFileAndField) {
   const std::vector<BadDoc> cases{
       {"negative default rate", R"({"default": {"constant": -1}})", "default.constant", ">= 0"},
@@ -407,6 +419,9 @@ TEST(NetworkFile, BadInputNamesFileAndField) {
       {"capacity 0", R"({"channels": [{"from": 0, "to": 1, "capacity": 0}]})", "channels[0].capacity", ">= 1"},
       {"capacity fractional", R"({"channels": [{"from": 0, "to": 1, "capacity": 1.5}]})", "channels[0].capacity",
        "integer"},
+      {"negative bucket", R"({"burst_bytes": -1})", "burst_bytes", ">= 0"},
+      {"bucket in seconds", R"({"channels": [{"from": 0, "to": 1, "burst_bytes": "2ms"}]})",
+       "channels[0].burst_bytes", "size"},
       {"channels not an array", R"({"channels": {"from": 0, "to": 1}})", "channels", "must be an array"},
       {"speed of a missing stage", R"({"stages": [{"stage": 3, "speed": {"constant": 1}}]})", "stages[0].stage",
        "does not exist"},

@@ -38,8 +38,9 @@ Inputs (docs/formats.md):
                  half of backward_s each) and weight_grad_bytes (default:
                  activation_bytes). With v model stages per stage, the pipeline's
                  stages are model stages: stage s runs v of them (docs/model.md §14).
-  network file   JSON: latency_s, a default rate, per-channel rate / latency_s /
-                 capacity (from, to: any two stages), per-stage speed. A rate (bytes/s)
+  network file   JSON: latency_s, burst_bytes, a default rate, per-channel rate /
+                 latency_s / capacity / burst_bytes (from, to: any two stages),
+                 per-stage speed. A rate (bytes/s)
                  is {"constant": R}, {"points": [[t, R], ...], "repeat_s": P}, a trace
                  file {"file": PATH} (CSV, JSON, iperf3 --json, SimGrid profile, transfer
                  samples), or a pattern or transform {"pattern": NAME, ...} (adagrouper
