@@ -30,6 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using testutil::TempDir;
 namespace sim = adagrouper::sim;
@@ -868,6 +869,31 @@ TEST(Testbed, BucketProbe) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(per change: -?[0-9]+ bytes \((-?[0-9.]+) of the bucket\))"))) << out;
   EXPECT_GT(std::stod(m[1].str()), 0.1) << out;
+#endif
+}
+
+// fidelity_resim.py re-simulates a run with a token bucket, against the same
+// measurement: on a run whose measurement is its own simulation, no bucket changes
+// nothing and a bucket of half a toy message makes every transfer faster.
+TEST(Testbed, ResimulatesARunWithATokenBucket) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
+#else
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"", "required: --burst-bytes"},
+           {"--burst-bytes x /tmp", "--burst-bytes: a number of bytes or auto"},
+           {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
+    expect_refused("fidelity_resim.py", args, piece);
+  testutil::TempDir dir;
+  for (const auto& [burst, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"0", R"(kfkb k=3 b=1 +0 +0\.00 +0\.00)"}, {"0.25", R"(kfkb k=3 b=1 +0\.25 +0\.00 +[1-9][0-9]*\.[0-9]+)"}}) {
+    int rc = 0;
+    const std::string out = shell(fmt::format("'{}/tests/fidelity/resim_fixture.sh' '{}' '{}/adagrouper' '{}/b{}' {} 2>&1",
+                                              SOURCE_ROOT, SOURCE_ROOT, BUILD_ROOT, dir.path().string(), burst, burst),
+                                  rc);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_THAT(out, ContainsRegex(expected)) << out;
+  }
 #endif
 }
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# A fidelity run made by hand for fidelity_resim.py: the toy pipeline planned, its chosen
+# candidate simulated, and that simulation taken as the measurement too (so the run's
+# own prediction is exact). Usage: resim_fixture.sh SOURCE_ROOT ADAGROUPER OUT BURST_BYTES
+set -e
+root=$1 A=$2 out=$3 burst=$4
+d=$out/run
+mkdir -p "$d"
+cp "$root/configs/examples/toy-4.json" "$d/pipeline.json"
+cp "$root/configs/examples/toy-net-2s.json" "$d/net-sim-0.json"
+"$A" plan --pipeline "$d/pipeline.json" --network "$d/net-sim-0.json" --output "$d/plan.json" >/dev/null
+i=$(python3 -c "import json, sys; c = json.load(open(sys.argv[1]))['candidates']; print([j for j, x in enumerate(c) if x['status'] == 'chosen'][0])" "$d/plan.json")
+mv "$d/net-sim-0.json" "$d/net-sim-$i.json"
+echo "--iterations 2 --start-time 0" >"$d/sim-$i.args"
+"$A" simulate --plan "$d/plan.json" --candidate "$i" --pipeline "$d/pipeline.json" --network "$d/net-sim-$i.json" \
+  --iterations 2 --start-time 0 --output "$d/sim-$i.json" >/dev/null
+cp "$d/sim-$i.json" "$d/run-$i.json"
+echo "sim-$i.json run-$i.json" >"$d/pairs.txt"
+"$root/tools/scripts/fidelity_resim.py" --adagrouper "$A" --burst-bytes "$burst" "$out"

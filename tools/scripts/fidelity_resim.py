@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Re-simulates the candidates of fidelity runs on a changed network, against the same measurements.
+
+    tools/scripts/fidelity_resim.py [--adagrouper BIN] --burst-bytes B|auto OUT [OUT ...]
+
+For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
+writes it), each candidate's network (net-sim-I.json) is simulated again with a token
+bucket of B bytes on every channel (`burst_bytes`, docs/model.md "Shaped links"), with
+the same plan, pipeline, iterations and start time as the run's own prediction; both
+are compared with the measurement by `adagrouper compare` (free-running). `auto` takes
+the bucket tbf had in that run (`fidelity.sh --bucket fixed` prints it in its log,
+run-J.log beside the run directory). Prints, per run directory and candidate, the
+MAPE of the run's own prediction and of the one with the bucket; writes
+net-bucket-I.json, sim-bucket-I.json and compare-bucket.json into the run directory.
+Exit status 2 with one line on bad arguments or a directory that is not a fidelity run.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+
+def fail(msg):
+    print(f"fidelity_resim.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run_dirs(roots):
+    for root in roots:
+        if not os.path.isdir(root):
+            fail(f"{root}: not a directory")
+        found = False
+        for d, _, files in sorted(os.walk(root)):
+            if "pairs.txt" in files and "plan.json" in files:
+                found = True
+                yield d
+        if not found:
+            fail(f"{root}: no fidelity run under it (no directory with pairs.txt and plan.json)")
+
+
+def upward(d, levels=3):
+    """d and the directories above it, nearest first."""
+    d = os.path.abspath(d)
+    for _ in range(levels + 1):
+        yield d
+        d = os.path.dirname(d)
+
+
+def bucket_of(d, given):
+    if given != "auto":
+        return given
+    # fidelity.sh --random-scenarios logs each run beside its directory: random-I/run-J.log.
+    for up in upward(d):
+        log = up + ".log"
+        m = re.search(r"bucket fixed \((\d+) bytes at every rate\)", open(log).read()) if os.path.exists(log) else None
+        if m:
+            return float(m.group(1))
+    fail(f"{d}: --burst-bytes auto: no log above it says 'bucket fixed (N bytes' (a run of fidelity.sh --bucket fixed)")
+
+
+def pipeline_of(d):
+    for up in upward(d):
+        if os.path.exists(os.path.join(up, "pipeline.json")):
+            return os.path.join(up, "pipeline.json")
+    fail(f"{d}: no pipeline.json in it or above it")
+
+
+def call(args):
+    """Runs an adagrouper command; its error, when it fails, is this tool's one line."""
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        why = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+        fail(f"adagrouper {args[1]} failed: {why}")
+
+
+def compare(exe, d, pairs_name, out_name):
+    call([exe, "compare", "--pairs", os.path.join(d, pairs_name), "--plan", os.path.join(d, "plan.json"),
+          "--output", os.path.join(d, out_name)])
+    doc = json.load(open(os.path.join(d, out_name)))
+    return [(c["label"], c["mape_pct"]) for c in doc["comparisons"]]
+
+
+def resim(exe, d, burst):
+    pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
+    pipeline = pipeline_of(d)
+    with open(os.path.join(d, "pairs-bucket.txt"), "w") as out:
+        for sim_name, run_name in pairs:
+            i = re.fullmatch(r"sim-(\d+)\.json", sim_name)
+            if not i:
+                fail(f"{d}/pairs.txt: '{sim_name}' is not sim-I.json")
+            i = i.group(1)
+            net = json.load(open(os.path.join(d, f"net-sim-{i}.json")))
+            net["burst_bytes"] = burst
+            with open(os.path.join(d, f"net-bucket-{i}.json"), "w") as f:
+                json.dump(net, f, indent=1)
+            args = open(os.path.join(d, f"sim-{i}.args")).read().split()
+            call([exe, "simulate", "--plan", os.path.join(d, "plan.json"), "--candidate", i, "--pipeline", pipeline,
+                  "--network", os.path.join(d, f"net-bucket-{i}.json"), *args, "--output",
+                  os.path.join(d, f"sim-bucket-{i}.json")])
+            out.write(f"sim-bucket-{i}.json {run_name}\n")
+    return compare(exe, d, "pairs.txt", "compare-resim-base.json"), compare(exe, d, "pairs-bucket.txt",
+                                                                             "compare-bucket.json")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--adagrouper", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "adagrouper"))
+    ap.add_argument("--burst-bytes", required=True, help="bytes, or auto (the run's tbf bucket)")
+    ap.add_argument("out", nargs="+")
+    ap.error = fail  # one line, exit 2
+    a = ap.parse_args()
+    if a.burst_bytes != "auto":
+        try:
+            a.burst_bytes = float(a.burst_bytes)
+        except ValueError:
+            fail(f"--burst-bytes: a number of bytes or auto, got '{a.burst_bytes}'")
+        if not a.burst_bytes >= 0:
+            fail(f"--burst-bytes: must be >= 0, got {a.burst_bytes}")
+    if not os.access(a.adagrouper, os.X_OK):
+        fail(f"--adagrouper: {a.adagrouper} is not an executable (build it: tools/run.sh build)")
+    rows = []
+    for d in run_dirs(a.out):
+        burst = bucket_of(d, a.burst_bytes)
+        base, bucket = resim(a.adagrouper, d, burst)
+        rows += [(d, label, burst, m0, m1) for (label, m0), (_, m1) in zip(base, bucket)]
+    print(f"{'run directory':48} {'candidate':28} {'bucket B':>9} {'MAPE %':>7} {'with bucket':>11}")
+    for d, label, burst, m0, m1 in rows:
+        print(f"{d[-48:]:48} {label[:28]:28} {burst:9.6g} {m0:7.2f} {m1:11.2f}")
+
+
+if __name__ == "__main__":
+    main()
