@@ -15,7 +15,7 @@ namespace {
 constexpr std::array<EvaluatorChoice, 3> kChoices{{
   {Evaluator::Auto, "auto", "dataflow, or the event engine when a timeline is asked for (the default)"},
   {Evaluator::Events, "events", "the event engine: the run in time order from one event list (the reference)"},
-  {Evaluator::Dataflow, "dataflow", "stage by stage as far as inputs allow, about 3x faster; records no timeline"},
+  {Evaluator::Dataflow, "dataflow", "stage by stage as far as inputs allow, about 3x faster; records no timeline; token buckets (burst_bytes) run on the event engine"},
 }};
 // clang-format on
 }  // namespace

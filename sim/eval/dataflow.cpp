@@ -21,7 +21,8 @@
 // ops are evaluated in their own order in both), and the levels' peaks do not depend on
 // the order of changes at one instant (accounting.h). Tests check that on seeded random
 // scenarios. It records no timeline; deadlocks and rates that stay 0 forever are left
-// to the event engine, which reports them (simulate() runs it when this one gives up).
+// to the event engine, which reports them (simulate() runs it when this one gives up),
+// and so are channels with a token bucket (docs/model.md, "Shaped links").
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -32,7 +33,6 @@
 
 #include "../rate.h"
 #include "evaluator.h"
-#include "link.h"
 #include "op_durations.h"
 #include "totals.h"
 
@@ -63,7 +63,7 @@ struct ChannelRun {
   std::uint32_t arrivals = 0;  // where its arrival times start in arrival_
   std::uint32_t capacity = 0;  // the receiver's buffer: ProgramChannel::capacity
   double free = 0;             // end of the previous transfer
-  Link rate;
+  RateCursor rate;
   double busy_s = 0;
   double peak_depth = 0;
 };
@@ -405,7 +405,7 @@ class Dataflow {
     channels_.resize(prog_.channels.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const ProgramChannel& pc = prog_.channels[c];
-      if (!pc.unlimited) channels_[c].rate = Link(*pc.spec, sc.start_time_s);
+      if (pc.transfer == Transfer::Rate) channels_[c].rate = RateCursor(*pc.spec->rate);
       channels_[c].capacity = pc.capacity;
     }
     start_.resize(prog_.ops.size());
@@ -665,7 +665,7 @@ class Dataflow {
       }
       const double t_lat = start + pc.latency_s;
       double end = t_lat;
-      if (!pc.unlimited) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
+      if (pc.transfer == Transfer::Rate) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
         end = ch.rate.finish(t_lat, prog_.message_bytes(pc, ch.next));
         if (end == kNever) return false;
       }
@@ -747,9 +747,18 @@ void Dataflow::replay_levels(std::uint32_t s) {
   }
 }
 
+// Token buckets are the event engine's alone: their path, even never taken, would cost
+// the transfer loop here about 1% for every scenario. Out of line, to leave the
+// evaluator's own code as it compiles without it.
+[[gnu::noinline]] bool has_token_buckets(const Program& program) {
+  return std::any_of(program.channels.begin(), program.channels.end(),
+                     [](const ProgramChannel& pc) { return pc.transfer == Transfer::Bucket; });
+}
+
 }  // namespace
 
 std::optional<SimResult> run_dataflow(const Scenario& scenario, const Program& program, const SimOptions& options) {
+  if (has_token_buckets(program)) return std::nullopt;
   Dataflow d(scenario, program, options.record_order);
   return d.run();
 }

@@ -5,7 +5,9 @@
 //                  a tournament tree (log C)              stuck ops or the zero rate
 //   dataflow       amortized O(1): no event     no        returns nullopt (simulate()
 //                  list, levels replayed per              then runs the event engine,
-//                  stage; about 3x faster                 which words the error)
+//                  stage; about 3x faster                 which words the error); also
+//                                                         for token buckets, which the
+//                                                         event engine alone models
 //
 // C is the number of components (stages and channels). To add an evaluator: implement
 // the signature below in its own file, add it to evaluator_choices() (simulate.cpp)

@@ -10,7 +10,7 @@
 #include "../error.h"
 #include "evaluator.h"
 #include "event_list.h"
-#include "link.h"
+#include "token_bucket.h"
 #include "op_durations.h"
 #include "totals.h"
 
@@ -91,7 +91,7 @@ struct ChannelState {
   std::uint32_t consumed = 0;   // messages whose consuming op has started
   bool busy = false;
   double start = 0;
-  Link rate;
+  RateCursor rate;
   Level queue;
   double busy_s = 0;
 };
@@ -118,8 +118,12 @@ class Engine {
     }
     channels_.resize(prog_.channels.size());
     events_ = EventList(static_cast<std::uint32_t>(stages_.size() + channels_.size()));
-    for (std::size_t c = 0; c < channels_.size(); ++c)
-      if (!prog_.channels[c].unlimited) channels_[c].rate = Link(*prog_.channels[c].spec, sc.start_time_s);
+    bucket_.resize(channels_.size());
+    for (std::size_t c = 0; c < channels_.size(); ++c) {
+      const ProgramChannel& pc = prog_.channels[c];
+      if (pc.transfer != Transfer::LatencyOnly) channels_[c].rate = RateCursor(*pc.spec->rate);
+      if (pc.transfer == Transfer::Bucket) bucket_[c] = TokenBucket(*pc.spec, sc.start_time_s);
+    }
     if (record_) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
       timeline_.transfers.reserve(prog_.producer.size() * sc.iterations);
@@ -303,12 +307,21 @@ class Engine {
     ch.busy = true;
     ch.start = now;
     const double t_lat = now + pc.latency_s;
-    double end = t_lat;
-    if (!pc.unlimited) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
+    double end = t_lat;  // a message of 0 bytes takes just the latency: finish(t, 0) is t
+    if (pc.transfer == Transfer::Rate) {
       end = ch.rate.finish(t_lat, prog_.message_bytes(pc, ch.next));
+      if (end == kNever) rate_never(c, now);
+    } else if (pc.transfer == Transfer::Bucket) {
+      end = bucket_finish(c, t_lat, prog_.message_bytes(pc, ch.next));
       if (end == kNever) rate_never(c, now);
     }
     events_.push(end, static_cast<std::uint32_t>(S_) + c);
+  }
+
+  // A transfer's end behind channel c's token bucket; out of line, so that the common
+  // path compiles as it would without buckets.
+  [[gnu::noinline]] double bucket_finish(std::uint32_t c, double t, double bytes) {
+    return bucket_[c].finish(channels_[c].rate, t, bytes);
   }
 
   void transfer_end(std::uint32_t c, double now) {
@@ -449,6 +462,7 @@ class Engine {
   int iteration_ = 0;
   std::vector<StageState> stages_;
   std::vector<ChannelState> channels_;
+  std::vector<TokenBucket> bucket_;  // per channel: those whose transfer is Transfer::Bucket
   std::vector<double> counts_;           // per memory term of every stage (Program::terms)
   std::vector<std::uint32_t> pending_;   // dynamic W fill: the stages' FIFOs of pending W ops
   EventList events_;

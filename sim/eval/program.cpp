@@ -69,7 +69,7 @@ std::vector<std::uint32_t> number_channels(const Scenario& sc, const Layout& L, 
     ch.spec = &sc.network.channel(from, to);
     ch.latency_s = ch.spec->latency_s;
     ch.capacity = static_cast<std::uint32_t>(ch.spec->capacity);
-    ch.unlimited = ch.spec->unlimited();
+    ch.transfer = ch.spec->unlimited() ? Transfer::LatencyOnly : ch.spec->burst_bytes > 0 ? Transfer::Bucket : Transfer::Rate;
     p.channels.push_back(ch);
   };
   for (int j = 0; j + 1 < L.J; ++j) add(L.stage_of[j], L.stage_of[j + 1]);
@@ -205,7 +205,7 @@ void build_messages(const Scenario& sc, Layout& L, const std::vector<std::uint32
   }
   for (ProgramChannel& ch : p.channels) {
     const auto* b = p.msg_bytes.data() + ch.first;
-    if (std::all_of(b, b + ch.count, [](double x) { return x == 0; })) ch.unlimited = true;  // latency only
+    if (std::all_of(b, b + ch.count, [](double x) { return x == 0; })) ch.transfer = Transfer::LatencyOnly;
     ch.uniform = ch.count > 0 && std::all_of(b, b + ch.count, [&](double x) { return x == b[0]; });
     ch.bytes = ch.uniform ? b[0] : 0.0;
   }

@@ -62,12 +62,16 @@ struct ProgramStage {
   const OpClass& cls(const std::vector<OpClass>& all, const ProgramOp& op) const { return all[classes + op.cls]; }
 };
 
+// How a channel's transfers take their time: the latency alone (no rate, or no bytes to
+// send), the latency and then bytes at the rate, or the same behind a token bucket.
+enum class Transfer : std::uint8_t { Rate, LatencyOnly, Bucket };
+
 struct ProgramChannel {
   std::uint32_t sender, receiver;
   std::uint32_t first, count;    // its messages in Program::producer, msg_bytes, msg_slot
   double latency_s;
   std::uint32_t capacity;        // 0: unlimited
-  bool unlimited;                // no rate, or no bytes: a transfer takes only the latency
+  Transfer transfer;
   bool uniform;                  // every message has `bytes` (so the evaluators need not read msg_bytes)
   double bytes;
   const ChannelSpec* spec;       // into the scenario's network

@@ -40,17 +40,12 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
     p.static_bytes = bytes(1e9);
     p.opt = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.1;
   }
-  // One case in four shapes its channels with token buckets of 0 to 2 messages, drawn
-  // from a generator of their own so that the other numbers stay as they were.
-  Rng burst_rng(seed * 7919 + 17);
-  const bool bursts = burst_rng.chance(0.25);
   sim::Network net = sim::Network::uniform(S, std::nullopt);
   net.rewrite_channels([&](sim::ChannelSpec& ch) {
     ch.latency_s = rng.chance(0.5) ? 0.0 : rng.uniform() * 0.05;
     if (!rng.chance(0.1)) ch.set_rate(rough_trace(rng, 3e3));
     ch.capacity = rng.chance(0.6) ? 0 : rng.range(1, 4);
     if (ties) ch.latency_s = 0, ch.rate = nullptr;
-    if (bursts) ch.burst_bytes = burst_rng.uniform() * 2e3;
   });
   for (int s = 0; s < S; ++s) {
     const RateTrace speed = rng.chance(0.5) ? RateTrace::constant(1.0) : rough_trace(rng, 1.5);
@@ -66,7 +61,7 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
   }
   const int iterations = rng.range(1, 4);
   desc = "seed " + std::to_string(seed) + ": S=" + std::to_string(S) + " M=" + std::to_string(M) + " " + sch.name() +
-         " k=" + std::to_string(sch.k) + " iterations=" + std::to_string(iterations) + (ties ? " (ties)" : "") + (bursts ? " (buckets)" : "");
+         " k=" + std::to_string(sch.k) + " iterations=" + std::to_string(iterations) + (ties ? " (ties)" : "");
   auto sc = sim::make_scenario(pipeline_from(st, M), std::move(net), std::move(sch), 1, iterations);
   sc.start_time_s = rng.chance(0.5) ? 0.0 : quarter(rng.uniform() * 10);
   if (rng.chance(0.3)) {

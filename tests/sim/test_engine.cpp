@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/evaluator.h"
 #include "helpers.h"
 
 namespace simtest {
@@ -354,7 +355,8 @@ TEST(Memory, ZeroDurationOpsAtOneInstantHoldNothing) {
 // A token bucket on each channel (docs/model.md, "Shaped links"): 1 MB messages at
 // 100 MB/s take 10 ms; with a 250 kB bucket on an idle channel, 7.5 ms. S = 2, M = 1,
 // fwd = bwd = 1 s: F0 [0, 1], activation [1, 1.0075], F1 [1.0075, 2.0075], B1 [2.0075,
-// 3.0075], gradient [3.0075, 3.015], B0 [3.015, 4.015]. Both evaluators.
+// 3.0075], gradient [3.0075, 3.015], B0 [3.015, 4.015]. The dataflow evaluator hands
+// the scenario to the event engine.
 TEST(Engine, TokenBucketGivesAnIdleChannelAHeadStart) {
   sim::StageParams s0{.fwd = 1, .bwd = 1, .act = 0, .out = 1e6, .gout = 0, .static_bytes = 0, .opt = 0};
   sim::StageParams s1{.fwd = 1, .bwd = 1, .act = 0, .out = 0, .gout = 1e6, .static_bytes = 0, .opt = 0};
@@ -367,6 +369,7 @@ TEST(Engine, TokenBucketGivesAnIdleChannelAHeadStart) {
     EXPECT_NEAR(r.channels[0].busy_s, 0.0075, 1e-12);  // end - start of times near 1 and 3
     EXPECT_NEAR(r.channels[1].busy_s, 0.0075, 1e-12);
   }
+  EXPECT_FALSE(sim::eval::run_dataflow(sc, sim::eval::build_program(sc), {}).has_value());
   const auto plain = sim::simulate(sim::make_scenario(pipeline_from({s0, s1}, 1), Network::uniform(2, 1e8),
                                                       sim::make_named("1f1b", 2, 1, std::nullopt), 1, 1));
   EXPECT_DOUBLE_EQ(plain.total_time_s, 4.02);

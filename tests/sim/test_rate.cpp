@@ -6,7 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "eval/link.h"
+#include "eval/token_bucket.h"
 #include "helpers.h"
 
 namespace simtest {
@@ -311,31 +311,30 @@ TEST(RateTransfer, MessageStraddlesBandwidthDrop) {
 
 // A token bucket of 25 bytes in front of 100 bytes/s (docs/model.md, "Shaped links"):
 // full at the start, 0 after a transfer it could not cover, refilled by idle time.
-TEST(Link, TokenBucketGivesIdleChannelsAHeadStart) {
+TEST(TokenBucket, GivesIdleChannelsAHeadStart) {
   sim::ChannelSpec spec;
   spec.set_rate(RateTrace::constant(100));
   spec.burst_bytes = 25;
-  sim::eval::Link link(spec, 0.0);
-  EXPECT_DOUBLE_EQ(link.finish(0.0, 100), 0.75);   // 25 at once, 75 at the rate
-  EXPECT_DOUBLE_EQ(link.finish(0.75, 100), 1.75);  // back to back: no tokens
-  EXPECT_DOUBLE_EQ(link.finish(2.0, 10), 2.0);     // 0.25 s idle: 25 tokens, 10 of them used
-  EXPECT_DOUBLE_EQ(link.finish(2.05, 50), 2.35);   // 15 left + 5 accrued: 30 at the rate
-  EXPECT_DOUBLE_EQ(link.finish(10.0, 0), 10.0);    // nothing to send
-  spec.burst_bytes = 0;
-  sim::eval::Link plain(spec, 0.0);
-  EXPECT_DOUBLE_EQ(plain.finish(0.0, 100), 1.0);
+  sim::eval::TokenBucket bucket(spec, 0.0);
+  sim::RateCursor rate(*spec.rate);
+  EXPECT_DOUBLE_EQ(bucket.finish(rate, 0.0, 100), 0.75);   // 25 at once, 75 at the rate
+  EXPECT_DOUBLE_EQ(bucket.finish(rate, 0.75, 100), 1.75);  // back to back: no tokens
+  EXPECT_DOUBLE_EQ(bucket.finish(rate, 2.0, 10), 2.0);     // 0.25 s idle: 25 tokens, 10 of them used
+  EXPECT_DOUBLE_EQ(bucket.finish(rate, 2.05, 50), 2.35);   // 15 left + 5 accrued: 30 at the rate
+  EXPECT_DOUBLE_EQ(bucket.finish(rate, 10.0, 0), 10.0);    // nothing to send
 }
 
 // Tokens accrue at the rate in force: nothing while it is 0 (100 bytes/s on [0, 1),
 // 0 on [1, 2), then 100 again; an 80-byte bucket).
-TEST(Link, TokensAccrueAtTheRateInForce) {
+TEST(TokenBucket, TokensAccrueAtTheRateInForce) {
   sim::ChannelSpec spec;
   spec.set_rate(RateTrace::piecewise({0.0, 1.0, 2.0}, {100.0, 0.0, 100.0}));
   spec.burst_bytes = 80;
-  sim::eval::Link link(spec, 0.0);
-  EXPECT_DOUBLE_EQ(link.finish(0.0, 80), 0.0);   // the full bucket, at once
-  EXPECT_DOUBLE_EQ(link.finish(0.5, 50), 0.5);   // 50 accrued over [0, 0.5]
-  EXPECT_DOUBLE_EQ(link.finish(1.5, 60), 2.1);   // 50 accrued over [0.5, 1.5]; 10 wait for the rate at 2
+  sim::eval::TokenBucket bucket(spec, 0.0);
+  sim::RateCursor rate(*spec.rate);
+  EXPECT_DOUBLE_EQ(bucket.finish(rate, 0.0, 80), 0.0);   // the full bucket, at once
+  EXPECT_DOUBLE_EQ(bucket.finish(rate, 0.5, 50), 0.5);   // 50 accrued over [0, 0.5]
+  EXPECT_DOUBLE_EQ(bucket.finish(rate, 1.5, 60), 2.1);   // 50 accrued over [0.5, 1.5]; 10 wait for the rate at 2
 }
 
 }  // namespace
