@@ -319,12 +319,17 @@ TEST(Memory, ReceiveBufferCountsTowardsMemory) {
 // fwd 0.5, bwd 0.5. Stage 0 runs F0 [0,1] F1 [1,2] B0 [2,3] B1 [3,4]; stage 1 runs
 // F0 [1,1.5] B0 [1.5,2] F1 [2,2.5] B1 [2.5,3]: every message arrives exactly when its
 // consumer starts.
+// Stage 0 (fwd = bwd = 1 s, 10-byte activations, 1000-byte messages, 100 static bytes)
+// in front of `last`, under 1F1B with M micro-batches, on a network without rates.
+sim::Scenario behind_stage0(const sim::StageParams& last, int M) {
+  const sim::StageParams s0{.fwd = 1, .bwd = 1, .act = 10, .out = 1000, .gout = 0, .static_bytes = 100, .opt = 0};
+  return sim::make_scenario(pipeline_from({s0, last}, M), Network::uniform(2, std::nullopt),
+                            sim::make_named("1f1b", 2, M, std::nullopt), 1, 1);
+}
+
 TEST(Memory, EqualTimesReleaseBeforeAllocate) {
-  sim::StageParams s0{.fwd = 1, .bwd = 1, .act = 10, .out = 1000, .gout = 0, .static_bytes = 100, .opt = 0};
-  sim::StageParams s1{.fwd = 0.5, .bwd = 0.5, .act = 10, .out = 0, .gout = 1000, .static_bytes = 100, .opt = 0};
-  const auto p = pipeline_from({s0, s1}, 2);
-  const auto sc = sim::make_scenario(p, Network::uniform(2, std::nullopt), sim::make_named("1f1b", 2, 2, std::nullopt), 1, 1);
-  const auto r = sim::simulate(sc);
+  const auto r =
+      sim::simulate(behind_stage0({.fwd = 0.5, .bwd = 0.5, .act = 10, .out = 0, .gout = 1000, .static_bytes = 100, .opt = 0}, 2));
   EXPECT_DOUBLE_EQ(r.total_time_s, 4.0);
   EXPECT_DOUBLE_EQ(r.stages[1].peak_memory_bytes, 110.0);
   EXPECT_EQ(r.stages[1].peak_inflight, 1);
@@ -339,10 +344,7 @@ TEST(Memory, EqualTimesReleaseBeforeAllocate) {
 // F starts and its B starts and ends at that very instant, and nothing is held when time
 // moves on (docs/model.md, levels). Both evaluators.
 TEST(Memory, ZeroDurationOpsAtOneInstantHoldNothing) {
-  sim::StageParams s0{.fwd = 1, .bwd = 1, .act = 10, .out = 1000, .gout = 0, .static_bytes = 100, .opt = 0};
-  sim::StageParams s1{.fwd = 0, .bwd = 0, .act = 10, .out = 0, .gout = 1000, .static_bytes = 100, .opt = 0};
-  const auto p = pipeline_from({s0, s1}, 3);
-  const auto sc = sim::make_scenario(p, Network::uniform(2, std::nullopt), sim::make_named("1f1b", 2, 3, std::nullopt), 1, 1);
+  const auto sc = behind_stage0({.fwd = 0, .bwd = 0, .act = 10, .out = 0, .gout = 1000, .static_bytes = 100, .opt = 0}, 3);
   for (const sim::Evaluator e : {sim::Evaluator::Events, sim::Evaluator::Dataflow}) {
     const auto r = sim::simulate(sc, {.evaluator = e});
     EXPECT_DOUBLE_EQ(r.total_time_s, 6.0);
