@@ -40,8 +40,9 @@ Inputs (docs/formats.md):
                  stages are model stages: stage s runs v of them (docs/model.md §14).
   network file   JSON: latency_s, burst_bytes, a default rate, per-channel rate /
                  latency_s / capacity / burst_bytes (from, to: any two stages),
-                 per-stage speed. A rate (bytes/s)
-                 is {"constant": R}, {"points": [[t, R], ...], "repeat_s": P}, a trace
+                 per-stage speed; burst_bytes puts a token bucket before a channel's
+                 rate (docs/model.md, "Shaped links"). A rate (bytes/s) is
+                 {"constant": R}, {"points": [[t, R], ...], "repeat_s": P}, a trace
                  file {"file": PATH} (CSV, JSON, iperf3 --json, SimGrid profile, transfer
                  samples), or a pattern or transform {"pattern": NAME, ...} (adagrouper
                  trace --help lists them).
