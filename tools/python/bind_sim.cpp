@@ -75,6 +75,7 @@ relative trace paths against the directory of `source` (the current one by defau
            py::arg("doc"), py::arg("source") = "<dict>")
       .def_readonly("source", &sim::NetworkSpec::source)
       .def_readonly("latency_s", &sim::NetworkSpec::latency_s)
+      .def_readonly("burst_bytes", &sim::NetworkSpec::burst_bytes)
       .def("__repr__", [](const sim::NetworkSpec& n) {
         return fmt::format("<adagrouper.Network from {}: latency {} s, {} channel entries>", n.source, n.latency_s,
                            n.channels.size());

@@ -102,6 +102,21 @@ class InputsAsObjectsDictsAndPaths(unittest.TestCase):
         self.assertEqual(s["pipeline"], "x")
         self.assertEqual(s["micro_batches"], 2)
 
+    def test_a_token_bucket_gives_idle_channels_a_head_start(self):
+        # docs/model.md, "Shaped links": 1-byte messages at 1 byte/s take 1 s; a bucket of
+        # half a message takes half of that off every transfer that finds its channel idle.
+        toy = {"name": "x", "global_batch_size": 1,
+               "stages": [{"profile": [{"micro_batch_size": 1, "forward_s": 1, "backward_s": 1,
+                                        "activation_bytes": 0, "output_bytes": 1}]},
+                          {"profile": [{"micro_batch_size": 1, "forward_s": 1, "backward_s": 1,
+                                        "activation_bytes": 0, "output_bytes": 0}]}]}
+        plain = ag.simulate(toy, {"default": {"constant": 1.0}}, micro_batch_size=1)
+        shaped = ag.Network({"default": {"constant": 1.0}, "burst_bytes": 0.5})
+        self.assertEqual(shaped.burst_bytes, 0.5)
+        bucket = ag.simulate(toy, shaped, micro_batch_size=1)
+        self.assertEqual(plain["total_time_s"], 6.0)  # F0, activation, F1, B1, gradient, B0
+        self.assertEqual(bucket["total_time_s"], 5.0)
+
 
 if __name__ == "__main__":
     unittest.main()
