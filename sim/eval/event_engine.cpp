@@ -10,8 +10,8 @@
 #include "../error.h"
 #include "evaluator.h"
 #include "event_list.h"
-#include "token_bucket.h"
 #include "op_durations.h"
+#include "token_bucket.h"
 #include "totals.h"
 
 namespace adagrouper::sim::eval {

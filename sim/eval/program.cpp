@@ -69,7 +69,9 @@ std::vector<std::uint32_t> number_channels(const Scenario& sc, const Layout& L, 
     ch.spec = &sc.network.channel(from, to);
     ch.latency_s = ch.spec->latency_s;
     ch.capacity = static_cast<std::uint32_t>(ch.spec->capacity);
-    ch.transfer = ch.spec->unlimited() ? Transfer::LatencyOnly : ch.spec->burst_bytes > 0 ? Transfer::Bucket : Transfer::Rate;
+    ch.transfer = ch.spec->unlimited()          ? Transfer::LatencyOnly
+                  : ch.spec->burst_bytes > 0 ? Transfer::Bucket
+                                             : Transfer::Rate;
     p.channels.push_back(ch);
   };
   for (int j = 0; j + 1 < L.J; ++j) add(L.stage_of[j], L.stage_of[j + 1]);
