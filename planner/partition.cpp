@@ -2,6 +2,7 @@
 //
 // docs/model.md section 12.
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -122,12 +123,18 @@ std::vector<CutScore> candidate_cuts(const PartitionProblem& problem, const std:
 void refine(std::vector<CutScore>& cands, const PartitionProblem& problem, const Model& model,
             const sim::Network& network, const PartitionOptions& o) {
   const std::size_t n_sim = std::min<std::size_t>(static_cast<std::size_t>(o.refine), cands.size());
+  std::optional<sim::CompiledScenario> compiled;  // the schedule compiled once, for every cut
   for (std::size_t i = 0; i < n_sim; ++i) {
     CutScore& c = cands[i];
     const sim::Pipeline p = pipeline_of(model, c.bounds, o.global_batch_size, o.memory_limit_bytes);
-    sim::Scenario sc = sim::make_scenario(p, network, problem.schedule(), o.micro_batch_size, o.eval_iterations);
-    sc.start_time_s = o.eval_start_s;
-    c.simulated_s = sim::simulate(sc).mean_iteration_time_s();
+    if (compiled) {
+      compiled->set_model_stages(p.at(o.micro_batch_size));
+    } else {
+      sim::Scenario sc = sim::make_scenario(p, network, problem.schedule(), o.micro_batch_size, o.eval_iterations);
+      sc.start_time_s = o.eval_start_s;
+      compiled.emplace(std::move(sc));
+    }
+    c.simulated_s = compiled->simulate().mean_iteration_time_s();
   }
   if (n_sim > 0) {
     std::stable_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(n_sim),

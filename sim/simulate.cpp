@@ -35,15 +35,45 @@ Evaluator parse_evaluator(std::string_view name, std::string_view option) {
   throw InputError(fmt::format("{}: {}, got '{}'", option, evaluator_names(), name));
 }
 
-SimResult simulate(const Scenario& scenario, const SimOptions& options) {
+namespace {
+
+void check_options(const SimOptions& options) {
   if (options.evaluator == Evaluator::Dataflow && options.timeline)
     throw InputError("the dataflow evaluator records no timeline; use the event engine (or auto) with a timeline");
-  const eval::Program program = eval::build_program(scenario);
+}
+
+// The evaluator the options choose.
+SimResult run(const Scenario& scenario, const eval::Program& program, const SimOptions& options) {
   if (options.evaluator != Evaluator::Events && !options.timeline) {
     if (auto r = eval::run_dataflow(scenario, program, options)) return std::move(*r);
     // It could not finish: the event engine finds where and says why (and throws).
   }
   return *eval::run_event_engine(scenario, program, options);
+}
+
+}  // namespace
+
+SimResult simulate(const Scenario& scenario, const SimOptions& options) {
+  check_options(options);
+  return run(scenario, eval::build_program(scenario), options);
+}
+
+CompiledScenario::CompiledScenario(Scenario scenario)
+    : scenario_(std::move(scenario)), program_(std::make_unique<eval::Program>(eval::build_program(scenario_))) {}
+
+CompiledScenario::~CompiledScenario() = default;
+
+void CompiledScenario::set_model_stages(std::vector<StageParams> model_stages) {
+  if (model_stages.size() != scenario_.model_stages.size())
+    throw InputError(fmt::format("{} model stages given, the compiled scenario has {}", model_stages.size(),
+                                 scenario_.model_stages.size()));
+  scenario_.model_stages = std::move(model_stages);
+  eval::bind_parameters(scenario_, *program_);
+}
+
+SimResult CompiledScenario::simulate(const SimOptions& options) const {
+  check_options(options);
+  return run(scenario_, *program_, options);
 }
 
 }  // namespace adagrouper::sim

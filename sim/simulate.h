@@ -2,6 +2,7 @@
 // deadlock check of custom orders.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,6 +44,33 @@ struct SimOptions {
 // that stays 0 forever (naming the channel or stage). InputError when the options
 // contradict each other (a timeline from the dataflow evaluator).
 SimResult simulate(const Scenario& scenario, const SimOptions& options = {});
+
+namespace eval {
+struct Program;
+}
+
+// A scenario compiled once and simulated again after its model stages' parameters
+// change (durations and bytes, as Pipeline::at gives them for another cut of the same
+// model): the schedule, micro-batches and network stay. Each run gives what simulate()
+// gives for the scenario as it stands, without compiling the schedule again (the
+// planner's partition refinement simulates one schedule for many cuts this way).
+// Neither copied nor moved: the compiled program points into the scenario's network.
+class CompiledScenario {
+ public:
+  explicit CompiledScenario(Scenario scenario);
+  ~CompiledScenario();
+  CompiledScenario(const CompiledScenario&) = delete;
+  CompiledScenario& operator=(const CompiledScenario&) = delete;
+
+  const Scenario& scenario() const { return scenario_; }
+  // New parameters for the same model stages; InputError when their number differs.
+  void set_model_stages(std::vector<StageParams> model_stages);
+  SimResult simulate(const SimOptions& options = {}) const;
+
+ private:
+  Scenario scenario_;
+  std::unique_ptr<eval::Program> program_;
+};
 
 // A dependency cycle in the scenario's ops and messages, as readable steps
 // ("stage 0 F1", "activation of micro-batch 1 on channel 0 -> 1", ...); empty when there

@@ -57,7 +57,7 @@ Layout layout_of(const Scenario& sc) {
 
 // Numbers the channels that carry messages: forward ones in model-stage order, then
 // backward ones.
-std::vector<std::uint32_t> number_channels(const Scenario& sc, const Layout& L, Program& p) {
+std::vector<std::uint32_t> number_channels(const Layout& L, Program& p) {
   std::vector<std::uint32_t> id(static_cast<std::size_t>(L.S) * L.S, kNoChannel);
   auto add = [&](int from, int to) {
     auto& c = id[static_cast<std::size_t>(from) * L.S + to];
@@ -66,12 +66,6 @@ std::vector<std::uint32_t> number_channels(const Scenario& sc, const Layout& L, 
     ProgramChannel ch{};
     ch.sender = static_cast<std::uint32_t>(from);
     ch.receiver = static_cast<std::uint32_t>(to);
-    ch.spec = &sc.network.channel(from, to);
-    ch.latency_s = ch.spec->latency_s;
-    ch.capacity = static_cast<std::uint32_t>(ch.spec->capacity);
-    ch.transfer = ch.spec->unlimited()          ? Transfer::LatencyOnly
-                  : ch.spec->burst_bytes > 0 ? Transfer::Bucket
-                                             : Transfer::Rate;
     p.channels.push_back(ch);
   };
   for (int j = 0; j + 1 < L.J; ++j) add(L.stage_of[j], L.stage_of[j + 1]);
@@ -80,8 +74,7 @@ std::vector<std::uint32_t> number_channels(const Scenario& sc, const Layout& L, 
 }
 
 // The classes of stage s, its memory terms and input channels.
-void build_stage(const Scenario& sc, const Layout& L, const std::vector<std::uint32_t>& channel_id, int s,
-                 Program& p) {
+void build_stage(const Layout& L, const std::vector<std::uint32_t>& channel_id, int s, Program& p) {
   auto chan = [&](int from, int to) { return channel_id[static_cast<std::size_t>(from) * L.S + to]; };
   ProgramStage& ps = p.stages[s];
   const auto& mine = L.locals[s];
@@ -89,37 +82,32 @@ void build_stage(const Scenario& sc, const Layout& L, const std::vector<std::uin
   ps.classes = static_cast<std::uint32_t>(p.classes.size());
   ps.locals = static_cast<std::uint32_t>(v);
   ps.terms = static_cast<std::uint32_t>(p.terms.size());
-  ps.static_bytes = 0;
-  ps.opt = 0;
-  for (int j : mine) {
-    const StageParams& mp = sc.model_stages[j];
-    ps.static_bytes += mp.static_bytes;
-    ps.opt += mp.opt;
-    p.terms.push_back(mp.act);
-    p.terms.push_back(mp.wgrad);
-  }
-  auto slot = [&](double bytes) {
-    p.terms.push_back(bytes);
+  auto term = [&](int j, TermSource::Field field) {
+    p.terms.push_back(0);  // bind_parameters sets it
+    p.term_source.push_back({static_cast<std::uint32_t>(j), field});
     return static_cast<std::uint16_t>(p.terms.size() - 1 - ps.terms);
   };
+  for (int j : mine) {
+    term(j, TermSource::Field::Act);
+    term(j, TermSource::Field::Wgrad);
+  }
   for (int l = 0; l < v; ++l) {
     const int j = mine[l];
-    const StageParams& mp = sc.model_stages[j];
     // Inputs: F from j-1 (none for j = 0), B and I from j+1 (F(j, m) itself for the last).
     std::uint32_t in_f = kNoChannel, in_b = kLocal;
     std::uint16_t slot_f = 0, slot_b = 0;
     if (j > 0 && L.stage_of[j - 1] == s) in_f = kLocal;
-    if (j > 0 && L.stage_of[j - 1] != s) in_f = chan(L.stage_of[j - 1], s), slot_f = slot(sc.model_stages[j - 1].out);
+    if (j > 0 && L.stage_of[j - 1] != s)
+      in_f = chan(L.stage_of[j - 1], s), slot_f = term(j - 1, TermSource::Field::Out);
     if (j + 1 < L.J && L.stage_of[j + 1] != s)
-      in_b = chan(L.stage_of[j + 1], s), slot_b = slot(sc.model_stages[j + 1].gout);
+      in_b = chan(L.stage_of[j + 1], s), slot_b = term(j + 1, TermSource::Field::Gout);
     // Outputs: F to j+1, B and I to j-1, where those run elsewhere; W sends nothing.
     const std::uint32_t out_f = j + 1 < L.J && L.stage_of[j + 1] != s ? chan(s, L.stage_of[j + 1]) : kNoChannel;
     const std::uint32_t out_b = j > 0 && L.stage_of[j - 1] != s ? chan(s, L.stage_of[j - 1]) : kNoChannel;
-    const double nominal[4] = {mp.fwd, mp.bwd, mp.bwd_input, mp.bwd_weight};
     const std::uint32_t in[4] = {in_f, in_b, in_b, kLocal}, out[4] = {out_f, out_b, out_b, kNoChannel};
     const std::uint16_t slots[4] = {slot_f, slot_b, slot_b, 0};
-    for (int ph = 0; ph < 4; ++ph)
-      p.classes.push_back({nominal[ph], in[ph], out[ph], static_cast<std::uint16_t>(2 * l), slots[ph],
+    for (int ph = 0; ph < 4; ++ph)  // nominal: bind_parameters sets it
+      p.classes.push_back({0.0, in[ph], out[ph], static_cast<std::uint16_t>(2 * l), slots[ph],
                            static_cast<std::uint16_t>(j), static_cast<Phase>(ph), 0});
   }
   ps.nterms = static_cast<std::uint32_t>(p.terms.size()) - ps.terms;
@@ -130,8 +118,6 @@ void build_stage(const Scenario& sc, const Layout& L, const std::vector<std::uin
   for (std::uint32_t k = ps.classes; k < p.classes.size(); ++k)
     for (std::uint32_t i = 0; i < ps.ninputs; ++i)
       if (p.classes[k].in == p.inputs[ps.inputs + i]) p.classes[k].input = static_cast<std::uint8_t>(i);
-  const RateTrace& speed = sc.network.speed(s);
-  ps.unit_speed = speed.is_constant() && speed.values()[0] == 1.0;
 }
 
 // The position, in its stage's order, of the op whose output `op` (on stage s) waits for
@@ -178,8 +164,8 @@ void build_ops(const Scenario& sc, Layout& L, int s, std::vector<std::uint32_t>&
   ps.w_end = static_cast<std::uint32_t>(next);
 }
 
-// Each channel's messages (`count` of them): producer positions, bytes and waiting
-// terms, in the receiver's order, from the consuming ops' message numbers.
+// Each channel's messages (`count` of them): producer positions and waiting terms, in
+// the receiver's order, from the consuming ops' message numbers.
 void build_messages(const Scenario& sc, Layout& L, const std::vector<std::uint32_t>& count, Program& p) {
   std::uint32_t total = 0;
   for (std::uint32_t c = 0; c < p.channels.size(); ++c) {
@@ -201,19 +187,61 @@ void build_messages(const Scenario& sc, Layout& L, const std::vector<std::uint32
                                                            : L.backward(op.model_stage + 1, op.micro_batch);
       const std::uint32_t n = p.channels[cls.in].first + p.ops[rx.begin + at].dep;
       p.producer[n] = prod < 0 ? kMaxIndex - 1 : static_cast<std::uint32_t>(prod);
-      p.msg_bytes[n] = p.terms[rx.terms + cls.slot_term];
       p.msg_term[n] = cls.slot_term;
     }
   }
-  for (ProgramChannel& ch : p.channels) {
-    const auto* b = p.msg_bytes.data() + ch.first;
-    if (std::all_of(b, b + ch.count, [](double x) { return x == 0; })) ch.transfer = Transfer::LatencyOnly;
-    ch.uniform = ch.count > 0 && std::all_of(b, b + ch.count, [&](double x) { return x == b[0]; });
-    ch.bytes = ch.uniform ? b[0] : 0.0;
+}
+
+// Stage s's nominal durations, static bytes, optimizer step and speed.
+void bind_stage(const Scenario& sc, std::uint32_t s, Program& p) {
+  ProgramStage& ps = p.stages[s];
+  ps.static_bytes = 0;
+  ps.opt = 0;
+  for (std::uint32_t l = 0; l < ps.locals; ++l) {  // in model order, as the sums always ran
+    const StageParams& mp = sc.model_stages[p.classes[ps.classes + 4 * l].model_stage];
+    ps.static_bytes += mp.static_bytes;
+    ps.opt += mp.opt;
+    const double nominal[4] = {mp.fwd, mp.bwd, mp.bwd_input, mp.bwd_weight};
+    for (std::uint32_t ph = 0; ph < 4; ++ph) p.classes[ps.classes + 4 * l + ph].nominal = nominal[ph];
   }
+  const RateTrace& speed = sc.network.speed(static_cast<int>(s));
+  ps.unit_speed = speed.is_constant() && speed.values()[0] == 1.0;
+}
+
+double term_bytes(const StageParams& mp, TermSource::Field field) {
+  switch (field) {
+    case TermSource::Field::Act: return mp.act;
+    case TermSource::Field::Wgrad: return mp.wgrad;
+    case TermSource::Field::Out: return mp.out;
+    case TermSource::Field::Gout: return mp.gout;
+  }
+  return 0;
+}
+
+// A channel's spec, its messages' bytes, and how its transfers take their time.
+void bind_channel(const Scenario& sc, ProgramChannel& ch, Program& p) {
+  ch.spec = &sc.network.channel(static_cast<int>(ch.sender), static_cast<int>(ch.receiver));
+  ch.latency_s = ch.spec->latency_s;
+  ch.capacity = static_cast<std::uint32_t>(ch.spec->capacity);
+  const double* terms = &p.terms[p.stages[ch.receiver].terms];
+  double* b = p.msg_bytes.data() + ch.first;
+  for (std::uint32_t n = 0; n < ch.count; ++n) b[n] = terms[p.msg_term[ch.first + n]];
+  const bool no_bytes = std::all_of(b, b + ch.count, [](double x) { return x == 0; });
+  ch.transfer = ch.spec->unlimited() || no_bytes ? Transfer::LatencyOnly
+                : ch.spec->burst_bytes > 0       ? Transfer::Bucket
+                                                 : Transfer::Rate;
+  ch.uniform = ch.count > 0 && std::all_of(b, b + ch.count, [&](double x) { return x == b[0]; });
+  ch.bytes = ch.uniform ? b[0] : 0.0;
 }
 
 }  // namespace
+
+void bind_parameters(const Scenario& sc, Program& p) {
+  for (std::uint32_t s = 0; s < p.stages.size(); ++s) bind_stage(sc, s, p);
+  for (std::size_t t = 0; t < p.terms.size(); ++t)
+    p.terms[t] = term_bytes(sc.model_stages[p.term_source[t].model_stage], p.term_source[t].field);
+  for (ProgramChannel& ch : p.channels) bind_channel(sc, ch, p);
+}
 
 Op Program::op_of(std::uint32_t stage, const ProgramOp& op) const {
   const OpClass& c = stages[stage].cls(classes, op);
@@ -231,9 +259,9 @@ Program build_program(const Scenario& sc) {
   for (const auto& mine : L.locals)
     if (mine.size() > 64)
       throw InputError(fmt::format("a stage runs {} model stages; the simulator takes at most 64", mine.size()));
-  const std::vector<std::uint32_t> channel_id = number_channels(sc, L, p);
+  const std::vector<std::uint32_t> channel_id = number_channels(L, p);
   p.stages.resize(L.S);
-  for (int s = 0; s < L.S; ++s) build_stage(sc, L, channel_id, s, p);
+  for (int s = 0; s < L.S; ++s) build_stage(L, channel_id, s, p);
   std::size_t listed = 0;
   for (const auto& order : sc.schedule.stages) listed += order.size();
   p.ops.resize(listed + (p.dynamic_w ? static_cast<std::size_t>(L.J) * L.M : 0));
@@ -241,6 +269,7 @@ Program build_program(const Scenario& sc) {
   std::size_t next = 0;
   for (int s = 0; s < L.S; ++s) build_ops(sc, L, s, messages, p, next);
   build_messages(sc, L, messages, p);
+  bind_parameters(sc, p);
   return p;
 }
 

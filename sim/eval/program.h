@@ -77,6 +77,13 @@ struct ProgramChannel {
   const ChannelSpec* spec;       // into the scenario's network
 };
 
+// Where a memory term's bytes per count come from: one field of one model stage.
+struct TermSource {
+  enum class Field : std::uint8_t { Act, Wgrad, Out, Gout };
+  std::uint32_t model_stage;
+  Field field;
+};
+
 // Channel numbering: the forward messages' channels in model-stage order first
 // (j -> j+1 for j = 0 .. J-2, skipping local ones and channels already numbered), then
 // the backward ones (j+1 -> j); with one model stage per stage, s -> s+1 is channel s
@@ -86,6 +93,7 @@ struct Program {
   std::vector<ProgramStage> stages;
   std::vector<OpClass> classes;
   std::vector<double> terms;         // bytes per count, per stage (ProgramStage::terms)
+  std::vector<TermSource> term_source;  // per term: the model stage's field it is
   std::vector<std::uint32_t> inputs; // input channels per stage
   std::vector<ProgramChannel> channels;
   // Per message (channel.first + n): the position, within the sending stage's listed
@@ -114,5 +122,13 @@ struct Program {
 // Compiles a validated scenario. Throws InputError when it is too large for the
 // program's fields (more than 2^24 ops on a stage or messages on a channel).
 Program build_program(const Scenario& scenario);
+
+// Sets what depends on the model stages' parameters and the network's channels (nominal
+// durations, static bytes and optimizer steps, memory terms, message bytes, and each
+// channel's spec and transfer kind), keeping what depends on the schedule alone (ops,
+// dependencies, channels, messages). build_program ends with it; a program built for a
+// scenario with the same schedule, micro-batches and network layout is rebound to
+// another's parameters with it, at a small part of the cost of building anew.
+void bind_parameters(const Scenario& scenario, Program& program);
 
 }  // namespace adagrouper::sim::eval

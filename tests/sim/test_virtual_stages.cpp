@@ -214,6 +214,39 @@ TEST(VirtualStages, RandomScenariosBothEvaluatorsAgree) {
   EXPECT_GE(v2, 30);
 }
 
+// A compiled scenario rebound to other model stages' parameters runs as the scenario
+// built with them does, on both evaluators, and back again (nothing of the first
+// parameters stays: messages of 0 bytes in one and not the other, token buckets).
+TEST(VirtualStages, CompiledScenarioRunsWithNewParametersAsSimulateDoes) {
+  int ran = 0;
+  for (std::uint64_t seed = 1; seed <= 120; ++seed) {
+    Rng rng(seed);
+    const int D = rng.range(1, 5), M = rng.range(1, 10);
+    std::string desc = fmt::format("seed {}: D={} M={}", seed, D, M);
+    const auto sch = random_schedule(rng, D, M, desc);
+    if (!sch) continue;
+    SCOPED_TRACE(desc);
+    sim::Scenario a = random_case(rng, *sch, M, 2);
+    if (seed % 3 == 0)
+      a.network.rewrite_channels(
+          [&](sim::ChannelSpec& ch) { ch.burst_bytes = ch.unlimited() ? 0 : 1e3 * rng.uniform(); });
+    sim::Scenario b = a;
+    b.model_stages = random_case(rng, *sch, M, 2).model_stages;
+    sim::CompiledScenario compiled(a);
+    for (const sim::Scenario* sc : {&a, &b, &a}) {
+      compiled.set_model_stages(sc->model_stages);
+      for (const Evaluator e : {Evaluator::Events, Evaluator::Dataflow})
+        expect_same(compiled.simulate({.evaluator = e}), sim::simulate(*sc, {.evaluator = e}));
+    }
+    if (testing::Test::HasFailure()) return;
+    ++ran;
+  }
+  EXPECT_GE(ran, 60);
+  sim::CompiledScenario compiled(sim::make_scenario(uniform_pipeline(2, 4, 1, 2, 8), sim::Network::uniform(2, 1e3),
+                                                    sim::make_named("1f1b", 2, 4, std::nullopt), 1, 1));
+  EXPECT_THROW(compiled.set_model_stages(std::vector<sim::StageParams>(3)), adagrouper::InputError);
+}
+
 // Dynamic W fill with P = 0 runs every W right after its I: the static split order.
 TEST(VirtualStages, DynamicFillWithNoPendingIsTheStaticSplit) {
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
