@@ -41,7 +41,7 @@ namespace adapt_parts {
 Plans::Plans(const sim::Pipeline& pipeline, const sim::Network& network, std::vector<Candidate> candidates)
     : candidates_(std::move(candidates)) {
   for (const Candidate& c : candidates_)
-    scenarios_.push_back(sim::make_scenario(
+    scenarios_.emplace_back(sim::make_scenario(
         pipeline, network, sim::make_schedule(c.spec, pipeline.num_stages(), c.micro_batches), c.micro_batch_size, 1));
 }
 
@@ -58,15 +58,15 @@ int Plans::index_of(const Candidate& c) const {
 }
 
 double Plans::iteration(int q, double start) {
-  sim::Scenario& sc = scenarios_[static_cast<std::size_t>(q)];
-  sc.start_time_s = start;
-  return sim::simulate(sc).total_time_s;
+  sim::CompiledScenario& sc = scenarios_[static_cast<std::size_t>(q)];
+  sc.set_start_time(start);
+  return sc.simulate().total_time_s;
 }
 
 double Plans::observe(int q, double start, std::vector<SampleWindow>& windows) {
-  sim::Scenario& sc = scenarios_[static_cast<std::size_t>(q)];
-  sc.start_time_s = start;
-  const sim::SimResult r = sim::simulate(sc, {.timeline = true});
+  sim::CompiledScenario& sc = scenarios_[static_cast<std::size_t>(q)];
+  sc.set_start_time(start);
+  const sim::SimResult r = sc.simulate({.timeline = true});
   for (const auto& x : r.timeline->transfers)
     windows[static_cast<std::size_t>(channel_index(x.from, x.to))].push({x.start, x.bytes, x.end - x.start});
   return r.total_time_s;

@@ -62,7 +62,7 @@ class Plans {
 
  private:
   std::vector<Candidate> candidates_;
-  std::vector<sim::Scenario> scenarios_;  // per plan, one iteration on the real network
+  std::vector<sim::CompiledScenario> scenarios_;  // per plan, one iteration on the real network
 };
 
 // Where the policies' rows and the run's progress go.

@@ -61,6 +61,11 @@ SimResult simulate(const Scenario& scenario, const SimOptions& options) {
 CompiledScenario::CompiledScenario(Scenario scenario)
     : scenario_(std::move(scenario)), program_(std::make_unique<eval::Program>(eval::build_program(scenario_))) {}
 
+CompiledScenario::CompiledScenario(CompiledScenario&& other)
+    : scenario_(std::move(other.scenario_)), program_(std::move(other.program_)) {
+  if (program_) eval::bind_parameters(scenario_, *program_);  // it points into the scenario's network
+}
+
 CompiledScenario::~CompiledScenario() = default;
 
 void CompiledScenario::set_model_stages(std::vector<StageParams> model_stages) {

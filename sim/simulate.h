@@ -49,22 +49,25 @@ namespace eval {
 struct Program;
 }
 
-// A scenario compiled once and simulated again after its model stages' parameters
-// change (durations and bytes, as Pipeline::at gives them for another cut of the same
-// model): the schedule, micro-batches and network stay. Each run gives what simulate()
-// gives for the scenario as it stands, without compiling the schedule again (the
-// planner's partition refinement simulates one schedule for many cuts this way).
-// Neither copied nor moved: the compiled program points into the scenario's network.
+// A scenario compiled once and simulated again after its start time or its model
+// stages' parameters change (durations and bytes, as Pipeline::at gives them for another
+// cut of the same model): the schedule, micro-batches and network stay. Each run gives
+// what simulate() gives for the scenario as it stands, without compiling the schedule
+// again (the partition refinement simulates one schedule for many cuts this way, the
+// adaptive study one plan at many start times). Not copied: moved, it rebinds its
+// program to the scenario's new place.
 class CompiledScenario {
  public:
   explicit CompiledScenario(Scenario scenario);
+  CompiledScenario(CompiledScenario&& other);
+  CompiledScenario& operator=(CompiledScenario&&) = delete;
   ~CompiledScenario();
-  CompiledScenario(const CompiledScenario&) = delete;
-  CompiledScenario& operator=(const CompiledScenario&) = delete;
 
   const Scenario& scenario() const { return scenario_; }
   // New parameters for the same model stages; InputError when their number differs.
   void set_model_stages(std::vector<StageParams> model_stages);
+  // Where iteration 0 starts in the network's traces (Scenario::start_time_s).
+  void set_start_time(double start_time_s) { scenario_.start_time_s = start_time_s; }
   SimResult simulate(const SimOptions& options = {}) const;
 
  private:

@@ -10,7 +10,7 @@
 #   adaptive  (c) adaptive re-planning against static plans, U-Net 4-stage, 1000
 #                 iterations on bursty-minutes-25g.json (minutes-long preemption) and on
 #                 bursty-seconds-4stage-25g.json (seconds-long bursts)
-#                                                 two adapt runs        (~10-20 s each)
+#                                                 two adapt runs        (~1-2 s each)
 #   timeline  Gantt charts of one iteration of study (b)'s GPT 8-stage pipeline, 1F1B
 #                 and kFkB, on a link preempted every second    two simulations (< 1 s)
 #   families  (d) GPT-3 2.7B cut into 16 model stages on 8 devices: the planner across

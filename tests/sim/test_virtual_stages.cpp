@@ -216,7 +216,8 @@ TEST(VirtualStages, RandomScenariosBothEvaluatorsAgree) {
 
 // A compiled scenario rebound to other model stages' parameters runs as the scenario
 // built with them does, on both evaluators, and back again (nothing of the first
-// parameters stays: messages of 0 bytes in one and not the other, token buckets).
+// parameters stays: messages of 0 bytes in one and not the other, token buckets); so
+// does one moved, or started at another time.
 TEST(VirtualStages, CompiledScenarioRunsWithNewParametersAsSimulateDoes) {
   int ran = 0;
   for (std::uint64_t seed = 1; seed <= 120; ++seed) {
@@ -238,6 +239,14 @@ TEST(VirtualStages, CompiledScenarioRunsWithNewParametersAsSimulateDoes) {
       for (const Evaluator e : {Evaluator::Events, Evaluator::Dataflow})
         expect_same(compiled.simulate({.evaluator = e}), sim::simulate(*sc, {.evaluator = e}));
     }
+    // Moved (a vector that grows moves its elements) and started elsewhere in the traces.
+    std::vector<sim::CompiledScenario> moved;
+    moved.push_back(std::move(compiled));
+    moved.emplace_back(b);
+    a.start_time_s += 0.75;
+    moved[0].set_start_time(a.start_time_s);
+    expect_same(moved[0].simulate(), sim::simulate(a));
+    expect_same(moved[1].simulate(), sim::simulate(b));
     if (testing::Test::HasFailure()) return;
     ++ran;
   }
