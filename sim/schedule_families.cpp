@@ -16,11 +16,14 @@ std::vector<std::vector<Op>> grouped_orders(int S, int M, int k, const std::vect
   std::vector<std::vector<Op>> orders(S);
   const int G = (M + k - 1) / k;
   for (int s = 0; s < S; ++s) {
-    auto& ops = orders[s];
+    // Written in place (no capacity check per op): schedules of 10^5 ops and more are
+    // built for every candidate the planner describes.
+    std::vector<Op>& ops = orders[s];
+    ops.resize(2 * static_cast<std::size_t>(M));
+    Op* out = ops.data();
     auto group = [&](Phase ph, int g) {
-      for (int m = g * k; m < std::min((g + 1) * k, M); ++m) ops.push_back({ph, m, s});
+      for (int m = g * k; m < std::min((g + 1) * k, M); ++m) *out++ = {ph, m, s};
     };
-    ops.reserve(2 * static_cast<std::size_t>(M));
     const int W = std::clamp(warmup_groups[s], 1, G);
     int next_f = 0, next_b = 0;
     for (; next_f < W; ++next_f) group(Phase::Forward, next_f);

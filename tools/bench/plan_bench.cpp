@@ -81,22 +81,35 @@ int main(int argc, char** argv) {
   po::options_description opts("plan_bench: planner wall time on a 32-stage pipeline\nOptions");
   opts.add_options()("help,h", "show this help")(
       "trace-points", po::value<int>()->default_value(100000), "points of the trace in the second run")(
-      "eval-iterations", po::value<int>()->default_value(10), "evaluated iterations in the second run");
+      "eval-iterations", po::value<int>()->default_value(10), "evaluated iterations in the second run")(
+      "only", po::value<std::string>(), "run one line: constant, families or trace (for profiling one)");
   po::variables_map vm;
   if (const int rc = adagrouper::cli::parse_main_options(argc, argv, opts, "plan_bench", vm); rc >= 0) return rc;
+  const std::string only = vm.count("only") ? vm["only"].as<std::string>() : "";
+  if (!only.empty() && only != "constant" && only != "families" && only != "trace") {
+    fmt::print(stderr, "plan_bench: --only: constant, families or trace, got '{}'\n", only);
+    return 2;
+  }
+  auto runs = [&](const char* line) { return only.empty() || only == line; };
   const int S = 32, B = 2048;
   const sim::Pipeline p = make_pipeline(S, B);
 
   const sim::Network constant = sim::Network::uniform(S, 10.0e9, 10.0e-6);
-  const Run r1 = run(p, constant, 1);
-  fmt::print("constant network        S={} B={} sizes 1..64: {:.3f} s wall, {} candidates simulated\n", S, B, r1.wall,
-             r1.evaluated);
+  if (runs("constant")) {
+    const Run r1 = run(p, constant, 1);
+    fmt::print("constant network        S={} B={} sizes 1..64: {:.3f} s wall, {} candidates simulated\n", S, B,
+               r1.wall, r1.evaluated);
+  }
 
   // Every family on 64 model stages, 32 devices: v = 1 (pairs merged) and v = 2.
-  const Run r3 = run(make_pipeline(S, B, 2), constant, 1, S, planner::extra_families());
-  fmt::print("every family, 64 model stages on {} devices, v = 1, 2, constant network: {:.3f} s wall, {} candidates "
-             "({} simulated, {} refused), {:.1f} ms per simulated candidate\n",
-             S, r3.wall, r3.candidates, r3.evaluated, r3.refused, 1e3 * r3.wall / static_cast<double>(r3.evaluated));
+  if (runs("families")) {
+    const Run r3 = run(make_pipeline(S, B, 2), constant, 1, S, planner::extra_families());
+    fmt::print("every family, 64 model stages on {} devices, v = 1, 2, constant network: {:.3f} s wall, {} candidates "
+               "({} simulated, {} refused), {:.1f} ms per simulated candidate\n",
+               S, r3.wall, r3.candidates, r3.evaluated, r3.refused,
+               1e3 * r3.wall / static_cast<double>(r3.evaluated));
+  }
+  if (!runs("trace")) return 0;
 
   std::mt19937_64 rng(7);
   const int points = vm["trace-points"].as<int>();
