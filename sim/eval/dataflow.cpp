@@ -335,12 +335,17 @@ class ExactReplay : public TwoInputs<ExactReplay> {
 // The replay of a stage with one model stage whose inputs each feed one memory term, in
 // the order of the terms (every stage of a pipeline without virtual stages): the same
 // rules as ExactReplay, with every count in a register and the memory summed term by
-// term. A missing input weighs 0 bytes (adding +0.0 changes no sum).
-class SimpleReplay : public TwoInputs<SimpleReplay> {
+// term. A missing input weighs 0 bytes (adding +0.0 changes no sum). Without split
+// backward (kSplit false) no weight gradient is ever held, and its term, +0.0, is left
+// out of the sum.
+template <bool kSplit>
+class SimpleReplay : public TwoInputs<SimpleReplay<kSplit>> {
+  using Base = TwoInputs<SimpleReplay<kSplit>>;
+
  public:
   SimpleReplay(const Program& prog, const ProgramStage& ps, const std::vector<double>& arrival,
                const std::vector<ChannelRun>& channels, double last_t)
-      : TwoInputs(prog, ps, arrival, channels, last_t), static_(ps.static_bytes), act_(prog.terms[ps.terms]),
+      : Base(prog, ps, arrival, channels, last_t), static_(ps.static_bytes), act_(prog.terms[ps.terms]),
         wgrad_(prog.terms[ps.terms + 1]) {
     for (std::uint32_t k = 0; k < 2; ++k) bytes_[k] = k < ps.ninputs ? prog.terms[ps.terms + 2 + k] : 0.0;
   }
@@ -354,22 +359,29 @@ class SimpleReplay : public TwoInputs<SimpleReplay> {
   }
 
   void start(const OpClass& c, std::uint32_t) {
-    if (c.in < kLocal) ++used_[c.input];
+    if (c.in < kLocal) ++this->used_[c.input];
     if (c.phase == Phase::Forward) ++full_;
   }
 
   void end(const OpClass& c, std::uint32_t) {
     if (c.phase == Phase::Backward) --full_;
+    if (!kSplit) return;
     if (c.phase == Phase::BackwardInput) --full_, ++partial_;
     if (c.phase == Phase::BackwardWeight) --partial_;
   }
 
   // The peaks with n0 and n1 messages arrived.
   void settle(std::uint32_t n0, std::uint32_t n1) {
-    const double d0 = depth(0, n0), d1 = depth(1, n1);
-    const double counts[4] = {static_cast<double>(full_), static_cast<double>(partial_), d0, d1};
-    const double bytes[4] = {act_, wgrad_, bytes_[0], bytes_[1]};
-    take_peaks(stage_memory(static_, bytes, counts, 4), full_ + partial_, d0, d1);
+    const double d0 = this->depth(0, n0), d1 = this->depth(1, n1);
+    if constexpr (kSplit) {
+      const double counts[4] = {static_cast<double>(full_), static_cast<double>(partial_), d0, d1};
+      const double bytes[4] = {act_, wgrad_, bytes_[0], bytes_[1]};
+      this->take_peaks(stage_memory(static_, bytes, counts, 4), full_ + partial_, d0, d1);
+    } else {
+      const double counts[3] = {static_cast<double>(full_), d0, d1};
+      const double bytes[3] = {act_, bytes_[0], bytes_[1]};
+      this->take_peaks(stage_memory(static_, bytes, counts, 3), full_, d0, d1);
+    }
   }
 
  private:
@@ -379,7 +391,7 @@ class SimpleReplay : public TwoInputs<SimpleReplay> {
 };
 
 // Which replay replays a stage: the cheapest whose shape it has.
-enum class ReplayKind : std::uint8_t { Simple, Exact, General };
+enum class ReplayKind : std::uint8_t { Simple, SimpleSplit, Exact, General };
 
 class Dataflow {
  public:
@@ -449,6 +461,14 @@ class Dataflow {
     }
   }
 
+  // Whether stage `ps` runs I or W ops (split backward).
+  bool splits(const ProgramStage& ps) const {
+    if (ps.w_end > ps.w_begin) return true;
+    for (std::uint32_t i = ps.begin; i < ps.end; ++i)
+      if (ps.cls(prog_.classes, prog_.ops[i]).phase >= Phase::BackwardInput) return true;
+    return false;
+  }
+
   // deltas_ from the classes, and which replay each stage takes.
   void choose_replays() {
     deltas_.resize(prog_.classes.size());
@@ -471,8 +491,8 @@ class Dataflow {
       // A count never exceeds the stage's ops and the messages it receives.
       double most = ps.end - ps.begin + (ps.w_end - ps.w_begin);
       for (std::uint32_t k = 0; k < ps.ninputs; ++k) most += prog_.channels[prog_.inputs[ps.inputs + k]].count;
-      if (SimpleReplay::fits(prog_, ps, input_term_))
-        replay_[s] = ReplayKind::Simple;
+      if (SimpleReplay<false>::fits(prog_, ps, input_term_))
+        replay_[s] = splits(ps) ? ReplayKind::SimpleSplit : ReplayKind::Simple;
       else if (ExactReplay::fits(ps) &&
                sums_exact_in_any_order(ps.static_bytes, &prog_.terms[ps.terms], ps.nterms, most))
         replay_[s] = ReplayKind::Exact;
@@ -718,17 +738,19 @@ template <class Replay>
 void Dataflow::replay(std::uint32_t s, Replay r) {
   StageRun& st = stages_[s];
   const ProgramStage& ps = p_stages_[s];
-  const std::uint32_t* order = dynamic_w_ ? &executed_[st.executed] : nullptr;
-  const std::uint32_t n = dynamic_w_ ? st.executed_end - st.executed : st.end - st.begin;
-  for (std::uint32_t e = 0; e < n; ++e) {
-    const std::uint32_t i = order ? order[e] : st.begin + e;  // the ops in the order they ran
+  auto event = [&](std::uint32_t i) {
     const std::uint32_t k = p_ops_[i].cls;
     const OpClass& c = p_classes_[ps.classes + k];
     r.until(start_[i]);
     r.start(c, k);
-    if (c.phase == Phase::Forward) continue;
+    if (c.phase == Phase::Forward) return;
     r.until(end_[i]);
     r.end(c, k);
+  };
+  if (dynamic_w_) {  // the ops in the order they ran
+    for (std::uint32_t e = st.executed; e < st.executed_end; ++e) event(executed_[e]);
+  } else {
+    for (std::uint32_t i = st.begin; i < st.end; ++i) event(i);
   }
   // Every message is consumed by an op, so nothing arrives after the last op event; the
   // final values (nothing in flight, empty buffers) are the floor of the peaks.
@@ -740,7 +762,8 @@ void Dataflow::replay_levels(std::uint32_t s) {
   const ProgramStage& ps = prog_.stages[s];
   const double last_t = stages_[s].last_t;
   switch (replay_[s]) {
-    case ReplayKind::Simple: return replay(s, SimpleReplay(prog_, ps, arrival_, channels_, last_t));
+    case ReplayKind::Simple: return replay(s, SimpleReplay<false>(prog_, ps, arrival_, channels_, last_t));
+    case ReplayKind::SimpleSplit: return replay(s, SimpleReplay<true>(prog_, ps, arrival_, channels_, last_t));
     case ReplayKind::Exact:
       return replay(s, ExactReplay(prog_, ps, arrival_, arrived_bytes_, &deltas_[ps.classes], channels_, last_t));
     case ReplayKind::General: return replay(s, StageReplay(prog_, ps, counts_, arrival_, channels_, inputs_.data(), last_t));
