@@ -75,7 +75,7 @@
 #                      not at all). Experimental: no stall, but a larger error than tbf
 #                      on the seeds measured (its bucket is in effect one 64 KiB
 #                      packet); docs/fidelity.md, "Shaping with HTB"
-#   --bucket B         per-rate (default) or fixed: tbf's bucket (burst) at each rate.
+#   --bucket B         per-rate (default), fixed or lowest: tbf's bucket (burst) at each rate.
 #                      per-rate: 1 ms of the rate, at least 4096 bytes, recomputed at
 #                      every change, with the packets capped at the smallest bucket the
 #                      run sets (see --shaper). fixed: the bucket of the run's highest
@@ -84,6 +84,9 @@
 #                      at enqueue to at most the bucket, and the bucket never shrinks,
 #                      so no queued packet can be stranded. At a lower rate the bucket
 #                      is more than 1 ms of tokens (a larger burst after idle).
+#                      lowest: the same with the bucket of the run's lowest rate (1 ms
+#                      of it, at least 4096 bytes): no more than 1 ms of tokens at any
+#                      rate, less at the higher ones.
 #                      Experimental, tbf only; docs/fidelity.md, "Keeping the bucket
 #                      constant"
 #   --net-log          at every rate change, snapshot the links' counters (tc -s) and
@@ -264,8 +267,8 @@ case "$scenario" in constant | preempted | both) ;; *) die "--scenario: constant
 case "$streams" in plan | channel) ;; *) die "--streams: plan or channel" ;; esac
 case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esac
 case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
-case "$bucket" in per-rate | fixed) ;; *) die "--bucket: per-rate or fixed" ;; esac
-[ "$bucket" = per-rate ] || [ "$shaper" = tbf ] || die "--bucket fixed: tbf only (drop --shaper $shaper)"
+case "$bucket" in per-rate | fixed | lowest) ;; *) die "--bucket: per-rate, fixed or lowest" ;; esac
+[ "$bucket" = per-rate ] || [ "$shaper" = tbf ] || die "--bucket $bucket: tbf only (drop --shaper $shaper)"
 if [ "$priority" = auto ]; then
   # SCHED_FIFO only while every rank has a core of its own and one is left: MPI's
   # collectives poll, and a polling SCHED_FIFO rank never yields its core to a rank of
@@ -357,8 +360,9 @@ fi
 # the next change (docs/fidelity.md, "Rate changes that stalled a link"). So packets of at
 # most the smallest bucket the run sets (95% of it in whole 1514-byte frames, as TCP
 # counts a packet of n segments: n x (1448 + 66) bytes on the link). Also the bucket of
-# the run's highest rate (--bucket fixed: every change keeps it).
-read -r gso_bytes fixed_burst < <(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" <<'EOF'
+# the run's highest rate (--bucket fixed: every change keeps it) and of its lowest
+# (--bucket lowest).
+read -r gso_bytes fixed_burst lowest_burst < <(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" <<'EOF'
 import csv, sys
 vals = [float(sys.argv[2])]
 if sys.argv[3] != "constant":
@@ -366,11 +370,12 @@ if sys.argv[3] != "constant":
 vals = [v for v in vals if v > 0]
 burst = max(4096, int(min(vals) / 1000))
 segs = max(1, int(0.95 * burst / 1514))
-print(segs * 1448 + 321, max(4096, int(max(vals) / 1000)))
+print(segs * 1448 + 321, max(4096, int(max(vals) / 1000)), burst)
 EOF
 )
+if [ "$bucket" = lowest ]; then fixed_burst=$lowest_burst; fi
 # htb sends a packet larger than its bucket late (its tokens go negative), and tbf whose
-# bucket never shrinks (--bucket fixed) splits a larger packet at enqueue to at most the
+# bucket never changes (--bucket fixed, lowest) splits a larger packet at enqueue to at most the
 # bucket that every later change keeps: no cap.
 [ "$shaper" = tbf ] && [ "$bucket" = per-rate ] || gso_bytes=65536
 burst_args=()
@@ -382,8 +387,8 @@ echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fi
 
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
 # change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight through
-# `tc -n` so that a change takes a few milliseconds. With --bucket fixed, the burst is the
-# run's highest rate's at every rate.
+# `tc -n` so that a change takes a few milliseconds. With --bucket fixed (lowest), the
+# burst is the run's highest (lowest) rate's at every rate.
 # With TC_LOG set (a file), appends "link,dev,start,end" (Unix times of each tc call,
 # from $EPOCHREALTIME: no fork) to it, for the fidelity attribution.
 # With --shaper htb, each device's class rate/ceil/burst and its bfifo's limit (tbf's
