@@ -834,9 +834,10 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--random-scenarios 2 --pipeline configs/fidelity/pipeline-2.json", "draws the pipeline and the trace"},
            {"--families zbv --ranks 3", "--families: needs --ranks 2"},
            {"--shaper foo", "--shaper: tbf or htb"},
-           {"--bucket foo", "--bucket: per-rate or fixed"},
+           {"--bucket foo", "--bucket: per-rate, fixed or lowest"},
            {"--bucket fixed --shaper htb", "--bucket fixed: tbf only"},
-           {"--random-scenarios 2 --bucket x", "--bucket: per-rate or fixed"}})
+           {"--bucket lowest --shaper htb", "--bucket lowest: tbf only"},
+           {"--random-scenarios 2 --bucket x", "--bucket: per-rate, fixed or lowest"}})
     expect_refused("fidelity.sh", args, piece);
 #endif
 }
