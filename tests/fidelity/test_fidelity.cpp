@@ -821,8 +821,9 @@ void expect_refused(const std::string& script, const std::string& args, const st
 #endif
 
 // The testbed's options are checked before anything is set up: a bad value is one line
-// and exit status 2, also for the drawn scenarios. --bucket fixed keeps tbf's bucket
-// constant, which means nothing for htb: refused with it.
+// and exit status 2, also for the drawn scenarios, and so is an option without its value.
+// --bucket fixed and lowest keep tbf's bucket constant, which means nothing for htb:
+// refused with it.
 TEST(Testbed, BadOptionsAreStatus2) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
@@ -837,7 +838,11 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket foo", "--bucket: per-rate, fixed or lowest"},
            {"--bucket fixed --shaper htb", "--bucket fixed: tbf only"},
            {"--bucket lowest --shaper htb", "--bucket lowest: tbf only"},
-           {"--random-scenarios 2 --bucket x", "--bucket: per-rate, fixed or lowest"}})
+           {"--random-scenarios 2 --bucket x", "--bucket: per-rate, fixed or lowest"},
+           {"--bucket-ms 0", "--bucket-ms: milliseconds, more than 0"},
+           {"--bucket lowest --bucket-ms 1e3", "--bucket-ms: milliseconds, more than 0"},
+           {"--bucket-ms", "--bucket-ms: needs a value"},
+           {"--seed", "--seed: needs a value"}})
     expect_refused("fidelity.sh", args, piece);
 #endif
 }

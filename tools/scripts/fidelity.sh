@@ -89,6 +89,10 @@
 #                      rate, less at the higher ones.
 #                      Experimental, tbf only; docs/fidelity.md, "Keeping the bucket
 #                      constant"
+#   --bucket-ms MS     the bucket's length in ms of the rate it is taken from (default 1):
+#                      each rate's (per-rate), the highest (fixed) or the lowest (lowest);
+#                      at least 4096 bytes. Experimental; docs/fidelity.md, "A longer
+#                      bucket at the lowest rate"
 #   --net-log          at every rate change, snapshot the links' counters (tc -s) and
 #                      TCP's (nstat) 60 ms before it and after it, into netstat-I.txt
 #                      (diagnosis: tools/scripts/fidelity_attribution.py); the snapshots
@@ -108,7 +112,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf bucket=per-rate pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
+shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0
 
 die() {
@@ -182,7 +186,7 @@ run_random_scenarios() {
       "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
-        --bucket "$bucket" \
+        --bucket "$bucket" --bucket-ms "$bucket_ms" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
@@ -227,6 +231,10 @@ EOF
 
 while [ $# -gt 0 ]; do
   case "$1" in
+    --ci | --keep | --net-log | -h | --help) ;;
+    --*) [ $# -ge 2 ] || die "$1: needs a value (see tools/scripts/fidelity.sh --help)" ;;
+  esac
+  case "$1" in
     --ranks) ranks=${2:-}; shift 2 ;;
     --rate) rate=${2:-}; shift 2 ;;
     --scenario) scenario=${2:-}; shift 2 ;;
@@ -251,6 +259,7 @@ while [ $# -gt 0 ]; do
     --net-log) net_log=1; shift ;;
     --shaper) shaper=${2:-}; shift 2 ;;
     --bucket) bucket=${2:-}; shift 2 ;;
+    --bucket-ms) bucket_ms=${2:-}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see tools/scripts/fidelity.sh --help)" ;;
   esac
@@ -269,6 +278,8 @@ case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esa
 case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
 case "$bucket" in per-rate | fixed | lowest) ;; *) die "--bucket: per-rate, fixed or lowest" ;; esac
 [ "$bucket" = per-rate ] || [ "$shaper" = tbf ] || die "--bucket $bucket: tbf only (drop --shaper $shaper)"
+[[ "$bucket_ms" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v m="$bucket_ms" 'BEGIN { exit !(m > 0 && m <= 1000) }' ||
+  die "--bucket-ms: milliseconds, more than 0 and at most 1000, got '$bucket_ms'"
 if [ "$priority" = auto ]; then
   # SCHED_FIFO only while every rank has a core of its own and one is left: MPI's
   # collectives poll, and a polling SCHED_FIFO rank never yields its core to a rank of
@@ -362,15 +373,16 @@ fi
 # counts a packet of n segments: n x (1448 + 66) bytes on the link). Also the bucket of
 # the run's highest rate (--bucket fixed: every change keeps it) and of its lowest
 # (--bucket lowest).
-read -r gso_bytes fixed_burst lowest_burst < <(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" <<'EOF'
+read -r gso_bytes fixed_burst lowest_burst < <(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" "$bucket_ms" <<'EOF'
 import csv, sys
 vals = [float(sys.argv[2])]
 if sys.argv[3] != "constant":
     vals += [float(r[1]) for r in csv.reader(open(sys.argv[1])) if r and r[0][:1].isdigit()]
 vals = [v for v in vals if v > 0]
-burst = max(4096, int(min(vals) / 1000))
+ms = float(sys.argv[4])
+burst = max(4096, int(min(vals) * ms / 1000))
 segs = max(1, int(0.95 * burst / 1514))
-print(segs * 1448 + 321, max(4096, int(max(vals) / 1000)), burst)
+print(segs * 1448 + 321, max(4096, int(max(vals) * ms / 1000)), burst)
 EOF
 )
 if [ "$bucket" = lowest ]; then fixed_burst=$lowest_burst; fi
@@ -378,10 +390,14 @@ if [ "$bucket" = lowest ]; then fixed_burst=$lowest_burst; fi
 # bucket never changes (--bucket fixed, lowest) splits a larger packet at enqueue to at most the
 # bucket that every later change keeps: no cap.
 [ "$shaper" = tbf ] && [ "$bucket" = per-rate ] || gso_bytes=65536
-burst_args=()
-[ "$bucket" = per-rate ] || burst_args=(--burst "$fixed_burst")
+# burst_of BYTES_PER_S: tbf's bucket of that rate under --bucket per-rate: --bucket-ms of
+# it, at least 4096 bytes (tbf needs at least rate / HZ to reach its rate).
+burst_of() { awk -v v="$1" -v ms="$bucket_ms" 'BEGIN { b = int(v * ms / 1000); printf "%d", b < 4096 ? 4096 : b }'; }
+burst_args=(--burst "$fixed_burst")
+[ "$bucket" != per-rate ] ||
+  burst_args=(--burst "$(burst_of "$rate_bytes")")
 "${netns[@]}" rate-all "$rate" --shaper "$shaper" "${burst_args[@]}" >/dev/null
-echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), packets of at most $gso_bytes bytes on the shaped links"
+echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links"
 "${netns[@]}" gso "$gso_bytes" ||
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
@@ -397,7 +413,7 @@ echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fi
 set_rate() {
   local bits burst i a limit
   bits=$(awk -v v="$1" 'BEGIN { printf "%d", v * 8 }')
-  burst=$(awk -v v="$1" 'BEGIN { b = int(v / 1000); printf "%d", b < 4096 ? 4096 : b }')
+  burst=$(burst_of "$1")
   [ "$bucket" = per-rate ] || burst=$fixed_burst
   if [ "$shaper" = htb ]; then
     limit=$(awk -v v="$1" -v b="$burst" 'BEGIN { l = int(v * 0.05) + b; printf "%d", l < 131072 ? 131072 : l }')
