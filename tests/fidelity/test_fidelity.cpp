@@ -903,6 +903,42 @@ TEST(Testbed, ResimulatesARunWithATokenBucket) {
 #endif
 }
 
+// The calibration's fit: on a link of 1 MB/s with 200 us of latency whose 20 kB bucket
+// gives every message a head start, the two sizes' times give the rate and the latency
+// back when the fit knows the bucket, and a faster rate (the latency clamped at 0)
+// when it does not. The network it writes carries the bucket; bad arguments are one
+// line and exit status 2.
+TEST(Testbed, CalibrationFitsTheBucketsHeadStart) {
+  int rc = 0;
+  const std::string out = shell(
+      fmt::format("cd '{}/tools/scripts' && python3 -c 'import fidelity_calib as f, json, os, tempfile\n"
+                  "a, b = (1e5, 0.0002 + 0.08), (4e5, 0.0002 + 0.38)\n"
+                  "print(\"%.6g %.6g\" % f.fit_channel(a, b, 2e4))\n"
+                  "print(\"%.6g %.6g\" % f.fit_channel(a, b))\n"
+                  "d = tempfile.mkdtemp()\n"
+                  "json.dump({{\"levels\": [{{\"nominal_bytes_per_s\": 1e6, \"channels\": [{{\"from\": 0, \"to\": 1, "
+                  "\"latency_s\": 0.0002, \"efficiency\": 0.9}}]}}]}}, open(d + \"/c.json\", \"w\"))\n"
+                  "f.network(d + \"/c.json\", 1e6, d + \"/n.json\", \"constant\", bucket=2e4)\n"
+                  "n = json.load(open(d + \"/n.json\"))\n"
+                  "print(n[\"burst_bytes\"], n[\"channels\"][0][\"rate\"], n[\"channels\"][0][\"latency_s\"])' 2>&1",
+                  SOURCE_ROOT),
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "0.0002 1e+06\n0 1.05208e+06\n20000.0 {'constant': 900000.0} 0.0002\n");
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"", "usage: fidelity_calib.py fit"},
+           {"fit /tmp small x", "fit: LEVEL: a number, got 'x'"},
+           {"fit /tmp 'small large tiny' 1e6", "SIZES is 'small large' or one of them"},
+           {"fit /tmp small 1e6 --bucket-bytes -1", "--bucket-bytes: must be >= 0"},
+           {"network c.json 1e6 n.json trace", "KIND is constant, or trace followed by RATES_CSV"}}) {
+    const std::string r =
+        shell(fmt::format("cd '{}' && python3 tools/scripts/fidelity_calib.py {} 2>&1", SOURCE_ROOT, args), rc);
+    EXPECT_EQ(rc, 2) << args << "\n" << r;
+    EXPECT_THAT(r, HasSubstr(piece)) << args;
+    EXPECT_EQ(std::count(r.begin(), r.end(), '\n'), 1) << args << "\n" << r;
+  }
+}
+
 // The attribution prints, for a stuck link, the bucket tc reported after the change (with
 // --bucket fixed it is not the rate's 1 ms): tc prints it in bytes, KiB or MiB.
 TEST(Testbed, AttributionReadsTheBucketTcPrints) {

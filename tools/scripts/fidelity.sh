@@ -518,38 +518,7 @@ EOF
     done
   done
   set_rate "$rate_bytes"
-  python3 - "$out/calib" "$calib_sizes" $levels >"$out/calibration.json" <<'EOF'
-import json, os, statistics, sys
-d, sizes, levels = sys.argv[1], sys.argv[2].split(), [float(x) for x in sys.argv[3:]]
-def medians(path):  # per channel (from, to): (bytes, median transfer time, count) from a timeline
-    per = {}
-    for e in json.load(open(path))["traceEvents"]:
-        if e.get("cat") == "transfer" and e.get("flow_out"):
-            ends = e["name"].split()[1].split("->")
-            per.setdefault((int(ends[0]), int(ends[1])), []).append((e["args"]["bytes"], e["dur"] * 1e-6))
-    return {k: (v[0][0], statistics.median(t for _, t in v), len(v)) for k, v in per.items()}
-out = []
-for level in levels:
-    runs = [medians(os.path.join(d, f"run-{level}-{s}.trace.json")) for s in sizes]
-    chans = []
-    for (f, t) in sorted(runs[0], key=lambda c: (c[0] > c[1], min(c))):
-        (xb, tb, nb) = runs[-1][(f, t)]
-        lat, rate, n = 0.0, xb / tb, nb
-        if len(runs) == 2:
-            (xa, ta, na) = runs[0][(f, t)]
-            n += na
-            # Through the two medians; a latency outside [0, 1 ms] (noise) is clamped and
-            # the rate taken from the large messages.
-            if tb > ta and xb > xa:
-                rate = (xb - xa) / (tb - ta)
-                lat = ta - xa / rate
-            if not 0 <= lat <= 1e-3:
-                lat = min(max(lat, 0.0), 1e-3)
-                rate = xb / (tb - lat)
-        chans.append({"from": f, "to": t, "latency_s": lat, "rate": rate, "efficiency": rate / level, "samples": n})
-    out.append({"nominal_bytes_per_s": level, "channels": chans})
-json.dump({"method": "replay", "levels": out}, sys.stdout, indent=1)
-EOF
+  python3 "$root/tools/scripts/fidelity_calib.py" fit "$out/calib" "$calib_sizes" $levels >"$out/calibration.json"
 else
   mpi "$calib" p2p --backend cpu --pipeline "$pipeline" --duration "$calib_it" --interval 0.02 \
     --warmup 2 --output-dir "$out/calib" >"$out/calib.log" 2>&1 || { cat "$out/calib.log" >&2; exit 1; }
@@ -585,39 +554,7 @@ EOF
 # channel F->T where it exists) with every value times the channel's efficiency at that
 # rate, written beside FILE as FILE-F-T.csv.
 network() {
-  python3 - "$out/calibration.json" "$rate_bytes" "$@" <<'EOF'
-import csv, json, os, sys
-cal, nominal = json.load(open(sys.argv[1]))["levels"], float(sys.argv[2])
-path, kind = sys.argv[3], sys.argv[4]
-cal.sort(key=lambda lv: lv["nominal_bytes_per_s"])
-def efficiency(i, v):  # channel i's efficiency at shaped rate v, interpolated between levels
-    pts = [(lv["nominal_bytes_per_s"], lv["channels"][i]["efficiency"]) for lv in cal]
-    if v <= pts[0][0]: return pts[0][1]
-    for (a, ea), (b, eb) in zip(pts, pts[1:]):
-        if v <= b: return ea + (eb - ea) * (v - a) / (b - a)
-    return pts[-1][1]
-top = min(cal, key=lambda lv: abs(lv["nominal_bytes_per_s"] - nominal))
-chs = []
-for i, ch in enumerate(top["channels"]):
-    if kind == "constant":
-        rate = {"constant": nominal * efficiency(i, nominal)}
-    else:
-        # The channel's own record of when its link changed, where there is one.
-        own = f"{sys.argv[5][:-4]}-{ch['from']}-{ch['to']}.csv"
-        src = own if len(sys.argv) > 6 and sys.argv[6] == "per-channel" and os.path.exists(own) else sys.argv[5]
-        rows = [r for r in csv.reader(open(src)) if r and r[0][:1].isdigit()]
-        name = f"{os.path.basename(path)[:-5]}-{ch['from']}-{ch['to']}.csv"
-        with open(os.path.join(os.path.dirname(path), name), "w") as f:
-            f.write("time_s,value\n")
-            for t, v in rows:
-                f.write(f"{t},{float(v) * efficiency(i, float(v))!r}\n")
-        rate = {"file": name}
-    chs.append({"from": ch["from"], "to": ch["to"], "latency_s": ch["latency_s"], "rate": rate})
-doc = {"description": f"fidelity testbed, {kind}: calibrated channels ({sys.argv[1]})", "channels": chs}
-with open(path, "w") as f:
-    json.dump(doc, f, indent=1)
-    f.write("\n")
-EOF
+  python3 "$root/tools/scripts/fidelity_calib.py" network "$out/calibration.json" "$rate_bytes" "$@"
 }
 
 # drive UNROLLED LOG ORIGIN: the preemption driver. From ORIGIN (a Unix time) on,

@@ -1,25 +1,36 @@
 #!/usr/bin/env python3
 """Re-simulates the candidates of fidelity runs on a changed network, against the same measurements.
 
-    tools/scripts/fidelity_resim.py [--adagrouper BIN] --burst-bytes B|auto OUT [OUT ...]
+    tools/scripts/fidelity_resim.py [--adagrouper BIN] [--refit] --burst-bytes B|auto OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
 writes it), each candidate's network (net-sim-I.json) is simulated again with a token
 bucket of B bytes on every channel (`burst_bytes`, docs/model.md "Shaped links"), with
 the same plan, pipeline, iterations and start time as the run's own prediction; both
 are compared with the measurement by `adagrouper compare` (free-running). `auto` takes
-the bucket tbf had in that run (`fidelity.sh --bucket fixed` prints it in its log,
+the bucket tbf had in that run (`fidelity.sh --bucket fixed` or `lowest` prints it in its log,
 run-J.log beside the run directory). Prints, per run directory and candidate, the
 MAPE of the run's own prediction and of the one with the bucket; writes
 net-bucket-I.json, sim-bucket-I.json and compare-bucket.json into the run directory.
+
+--refit also fits the channels again with the bucket in the fit (fidelity_calib.py fit
+--bucket-bytes B, on the run's own calibration replays in calib/ above it): the
+calibration's replays start most messages on an idle link, so their head start is in
+the fitted rate unless the fit knows the bucket. It writes calibration-refit.json into
+the run directory, and the networks from it and the run's recorded rates
+(recorded-I.csv, recorded-I-F-T.csv).
+
 Exit status 2 with one line on bad arguments or a directory that is not a fidelity run.
 """
 import argparse
+import glob
 import json
 import os
 import re
 import subprocess
 import sys
+
+import fidelity_calib
 
 
 def fail(msg):
@@ -54,10 +65,11 @@ def bucket_of(d, given):
     # fidelity.sh --random-scenarios logs each run beside its directory: random-I/run-J.log.
     for up in upward(d):
         log = up + ".log"
-        m = re.search(r"bucket fixed \((\d+) bytes at every rate\)", open(log).read()) if os.path.exists(log) else None
+        m = re.search(r"bucket (fixed|lowest) \((\d+) bytes at every rate\)", open(log).read()) if os.path.exists(log) else None
         if m:
-            return float(m.group(1))
-    fail(f"{d}: --burst-bytes auto: no log above it says 'bucket fixed (N bytes' (a run of fidelity.sh --bucket fixed)")
+            return float(m.group(2))
+    fail(f"{d}: --burst-bytes auto: no log above it says 'bucket fixed (N bytes' or 'bucket lowest (N bytes' "
+         "(a run of fidelity.sh --bucket fixed or lowest)")
 
 
 def pipeline_of(d):
@@ -65,6 +77,45 @@ def pipeline_of(d):
         if os.path.exists(os.path.join(up, "pipeline.json")):
             return os.path.join(up, "pipeline.json")
     fail(f"{d}: no pipeline.json in it or above it")
+
+
+def calib_dir(d):
+    """The calibration replays above run directory d: (calib/, sizes, shaped rates as named)."""
+    for up in upward(d):
+        c = os.path.join(up, "calib")
+        names = [os.path.basename(p)[4:-11] for p in glob.glob(os.path.join(c, "run-*.trace.json"))]
+        if names:
+            sizes = [s for s in ("small", "large") if any(n.endswith("-" + s) for n in names)]
+            levels = sorted({n.rsplit("-", 1)[0] for n in names}, key=float)
+            return c, sizes, levels
+    fail(f"{d}: --refit: no calib/ with replays (run-LEVEL-SIZE.trace.json) in it or above it")
+
+
+def refit(d, burst):
+    """calibration-refit.json in d: the run's replays fitted with a bucket of `burst` bytes."""
+    c, sizes, levels = calib_dir(d)
+    path = os.path.join(d, "calibration-refit.json")
+    with open(path, "w") as f:
+        json.dump(fidelity_calib.fit(c, sizes, levels, burst), f, indent=1)
+    return path, max(float(x) for x in levels)
+
+
+def bucket_network(d, i, burst, refitted):
+    """net-bucket-I.json: the run's network for candidate i with the bucket, its channels
+    refitted (refitted: the calibration and its highest rate) or as the run had them."""
+    path = os.path.join(d, f"net-bucket-{i}.json")
+    if refitted:
+        recorded = os.path.join(d, f"recorded-{i}.csv")
+        if os.path.exists(recorded):
+            fidelity_calib.network(refitted[0], refitted[1], path, "trace", recorded, True, burst)
+        else:  # the constant scenario: its one rate
+            fidelity_calib.network(refitted[0], refitted[1], path, "constant", bucket=burst)
+        return path
+    net = json.load(open(os.path.join(d, f"net-sim-{i}.json")))
+    net["burst_bytes"] = burst
+    with open(path, "w") as f:
+        json.dump(net, f, indent=1)
+    return path
 
 
 def call(args):
@@ -82,22 +133,20 @@ def compare(exe, d, pairs_name, out_name):
     return [(c["label"], c["mape_pct"]) for c in doc["comparisons"]]
 
 
-def resim(exe, d, burst):
+def resim(exe, d, burst, with_refit):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
+    refitted = refit(d, burst) if with_refit else None
     with open(os.path.join(d, "pairs-bucket.txt"), "w") as out:
         for sim_name, run_name in pairs:
             i = re.fullmatch(r"sim-(\d+)\.json", sim_name)
             if not i:
                 fail(f"{d}/pairs.txt: '{sim_name}' is not sim-I.json")
             i = i.group(1)
-            net = json.load(open(os.path.join(d, f"net-sim-{i}.json")))
-            net["burst_bytes"] = burst
-            with open(os.path.join(d, f"net-bucket-{i}.json"), "w") as f:
-                json.dump(net, f, indent=1)
+            net = bucket_network(d, i, burst, refitted)
             args = open(os.path.join(d, f"sim-{i}.args")).read().split()
             call([exe, "simulate", "--plan", os.path.join(d, "plan.json"), "--candidate", i, "--pipeline", pipeline,
-                  "--network", os.path.join(d, f"net-bucket-{i}.json"), *args, "--output",
+                  "--network", net, *args, "--output",
                   os.path.join(d, f"sim-bucket-{i}.json")])
             out.write(f"sim-bucket-{i}.json {run_name}\n")
     return compare(exe, d, "pairs.txt", "compare-resim-base.json"), compare(exe, d, "pairs-bucket.txt",
@@ -108,6 +157,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--adagrouper", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "adagrouper"))
     ap.add_argument("--burst-bytes", required=True, help="bytes, or auto (the run's tbf bucket)")
+    ap.add_argument("--refit", action="store_true", help="fit the run's calibration again with the bucket")
     ap.add_argument("out", nargs="+")
     ap.error = fail  # one line, exit 2
     a = ap.parse_args()
@@ -123,11 +173,12 @@ def main():
     rows = []
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes)
-        base, bucket = resim(a.adagrouper, d, burst)
+        base, bucket = resim(a.adagrouper, d, burst, a.refit)
         rows += [(d, label, burst, m0, m1) for (label, m0), (_, m1) in zip(base, bucket)]
-    print(f"{'run directory':48} {'candidate':28} {'bucket B':>9} {'MAPE %':>7} {'with bucket':>11}")
+    print(f"{'run directory':48} {'candidate':28} {'bucket B':>9} {'MAPE %':>7} "
+          f"{'refit, bucket' if a.refit else 'with bucket':>13}")
     for d, label, burst, m0, m1 in rows:
-        print(f"{d[-48:]:48} {label[:28]:28} {burst:9.6g} {m0:7.2f} {m1:11.2f}")
+        print(f"{d[-48:]:48} {label[:28]:28} {burst:9.6g} {m0:7.2f} {m1:13.2f}")
 
 
 if __name__ == "__main__":
