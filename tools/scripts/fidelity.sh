@@ -91,8 +91,8 @@
 #                      constant"
 #   --bucket-ms MS     the bucket's length in ms of the rate it is taken from (default 1):
 #                      each rate's (per-rate), the highest (fixed) or the lowest (lowest);
-#                      at least 4096 bytes. Experimental; docs/fidelity.md, "A longer
-#                      bucket at the lowest rate"
+#                      at least 4096 bytes. Experimental; docs/fidelity.md, "The
+#                      calibration and tbf's bucket"
 #   --net-log          at every rate change, snapshot the links' counters (tc -s) and
 #                      TCP's (nstat) 60 ms before it and after it, into netstat-I.txt
 #                      (diagnosis: tools/scripts/fidelity_attribution.py); the snapshots
