@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -276,6 +277,35 @@ TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
   const double rate = bytes / seconds;
   EXPECT_NEAR(rate / 25e6, 1.0, 0.15) << "measured " << rate << " bytes/s";
   EXPECT_TRUE(net.channel(1, 0).unlimited());  // not recorded with --direction forward
+}
+
+// `netns.sh tcp` sets TCP's congestion control and restart after idle in every namespace
+// and prints what is in effect; what the kernel does not allow is refused in one line,
+// status 2, and changes nothing.
+TEST(CalibMpirun, TcpSettingsApplyToEveryNamespace) {
+  testutil::TempDir dir;
+  const auto check = shell("'" + kNetns + "' check", dir.path());
+  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  const NetnsChain chain{"ck" + std::to_string(::getpid() % 100000), dir.path()};
+  ASSERT_EQ(shell(chain.cmd("create 3"), dir.path()).rc, 0);
+  const auto set = shell(chain.cmd("tcp reno --idle-restart off"), dir.path());
+  ASSERT_EQ(set.rc, 0) << set.err;
+  EXPECT_EQ(set.out, "congestion control reno, slow start after idle 0\n");
+  const auto last = shell(chain.cmd("exec 2 cat /proc/sys/net/ipv4/tcp_congestion_control "
+                                    "/proc/sys/net/ipv4/tcp_slow_start_after_idle"),
+                          dir.path());
+  EXPECT_EQ(last.out, "reno\n0\n");
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"tcp nosuchcc", "congestion control 'nosuchcc' is not available here"},
+           {"tcp --idle-restart maybe", "--idle-restart: on, off or host"},
+           {"tcp --idle-restart", "--idle-restart needs on, off or host"},
+           {"tcp --bogus", "unknown option '--bogus'"}}) {
+    const auto r = shell(chain.cmd(args), dir.path());
+    EXPECT_EQ(r.rc, 2) << args;
+    EXPECT_THAT(r.err, HasSubstr(piece)) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_EQ(shell(chain.cmd("tcp"), dir.path()).out, "congestion control reno, slow start after idle 0\n");
 }
 
 // Four namespaces in a chain, links shaped: ranks that are not neighbours (0 and 2, 0 and

@@ -840,6 +840,8 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket-ms 0", "--bucket-ms: milliseconds, more than 0"},
            {"--bucket lowest --bucket-ms 1e3", "--bucket-ms: milliseconds, more than 0"},
            {"--bucket-ms", "--bucket-ms: needs a value"},
+           {"--tcp 'a b'", "--tcp: a congestion control's name"},
+           {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
            {"--seed", "--seed: needs a value"}})
     expect_refused("fidelity.sh", args, piece);
 #endif

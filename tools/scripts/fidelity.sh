@@ -93,6 +93,13 @@
 #                      each rate's (per-rate), the highest (fixed) or the lowest (lowest);
 #                      at least 4096 bytes. Experimental; docs/fidelity.md, "The
 #                      calibration and tbf's bucket"
+#   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): one the
+#                      kernel allows in a namespace (tcp_allowed_congestion_control),
+#                      or host (default: what a new namespace has, e.g. bbr or cubic)
+#   --tcp-idle-restart on|off|host
+#                      whether a connection idle for an RTO restarts from its initial
+#                      window (tcp_slow_start_after_idle; default host, which is on in
+#                      Linux's default). The run writes the settings in effect to tcp.txt
 #   --net-log          at every rate change, snapshot the links' counters (tc -s) and
 #                      TCP's (nstat) 60 ms before it and after it, into netstat-I.txt
 #                      (diagnosis: tools/scripts/fidelity_attribution.py); the snapshots
@@ -113,7 +120,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
-families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0
+families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=host tcp_idle=host
 
 die() {
   echo "fidelity.sh: $*" >&2
@@ -186,7 +193,7 @@ run_random_scenarios() {
       "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
-        --bucket "$bucket" --bucket-ms "$bucket_ms" \
+        --bucket "$bucket" --bucket-ms "$bucket_ms" --tcp "$tcp_cc" --tcp-idle-restart "$tcp_idle" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
@@ -260,6 +267,8 @@ while [ $# -gt 0 ]; do
     --shaper) shaper=${2:-}; shift 2 ;;
     --bucket) bucket=${2:-}; shift 2 ;;
     --bucket-ms) bucket_ms=${2:-}; shift 2 ;;
+    --tcp) tcp_cc=${2:-}; shift 2 ;;
+    --tcp-idle-restart) tcp_idle=${2:-}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see tools/scripts/fidelity.sh --help)" ;;
   esac
@@ -280,6 +289,8 @@ case "$bucket" in per-rate | fixed | lowest) ;; *) die "--bucket: per-rate, fixe
 [ "$bucket" = per-rate ] || [ "$shaper" = tbf ] || die "--bucket $bucket: tbf only (drop --shaper $shaper)"
 [[ "$bucket_ms" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v m="$bucket_ms" 'BEGIN { exit !(m > 0 && m <= 1000) }' ||
   die "--bucket-ms: milliseconds, more than 0 and at most 1000, got '$bucket_ms'"
+[[ "$tcp_cc" =~ ^[a-z0-9_]+$ ]] || die "--tcp: a congestion control's name (reno, cubic, bbr) or host, got '$tcp_cc'"
+case "$tcp_idle" in on | off | host) ;; *) die "--tcp-idle-restart: on, off or host, got '$tcp_idle'" ;; esac
 if [ "$priority" = auto ]; then
   # SCHED_FIFO only while every rank has a core of its own and one is left: MPI's
   # collectives poll, and a polling SCHED_FIFO rank never yields its core to a rank of
@@ -339,6 +350,9 @@ cleanup() {
 trap cleanup EXIT
 "${netns[@]}" destroy >/dev/null 2>&1 || true
 "${netns[@]}" create "$ranks" >/dev/null
+# TCP as asked (--tcp, --tcp-idle-restart); what is in effect goes with the results.
+"${netns[@]}" tcp "$tcp_cc" --idle-restart "$tcp_idle" >"$out/tcp.txt" || exit 2
+echo "fidelity.sh: TCP in the namespaces: $(cat "$out/tcp.txt")"
 
 # The ranks run at a higher priority than the rest of the machine (--priority), so that
 # other work on the host delays their wake-ups less. Every message goes eagerly: above

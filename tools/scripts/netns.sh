@@ -16,6 +16,15 @@
 #   tools/scripts/netns.sh [--prefix P] gso BYTES          the largest packet the data devices
 #                                                  take (gso_max_size, default 4096): at
 #                                                  most the smallest tbf bucket to be set
+#   tools/scripts/netns.sh [--prefix P] tcp [CC|host] [--idle-restart on|off|host]
+#                                                  TCP in every namespace: the congestion
+#                                                  control (net.ipv4.tcp_congestion_control,
+#                                                  one of tcp_available_congestion_control)
+#                                                  and whether a connection idle for an RTO
+#                                                  restarts from its initial window
+#                                                  (tcp_slow_start_after_idle); host (the
+#                                                  default) keeps what a new namespace has;
+#                                                  prints the settings in effect
 #   tools/scripts/netns.sh [--prefix P] exec R CMD ...     run CMD in namespace P<R>
 #   tools/scripts/netns.sh [--prefix P] mpirun -np N [MPIRUN-OPTION ...] -- PROGRAM [ARG ...]
 #                                                  mpirun with rank r in namespace P<r>
@@ -310,6 +319,42 @@ do_check() {
   echo "netns.sh: network namespaces, veth pairs and tbf shaping work"
 }
 
+# do_tcp [CC|host] [--idle-restart on|off|host]: set TCP's congestion control and its
+# restart after idle in every namespace of the chain, then print what is in effect
+# (one line, the same in every namespace).
+do_tcp() {
+  local cc=host idle=host n r ns
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --idle-restart)
+        [ $# -ge 2 ] || die "tcp: --idle-restart needs on, off or host"
+        idle=$2
+        shift 2
+        ;;
+      -*) die "tcp: unknown option '$1' (--idle-restart)" ;;
+      *)
+        cc=$1
+        shift
+        ;;
+    esac
+  done
+  case "$idle" in on) idle=1 ;; off) idle=0 ;; host) ;; *) die "tcp: --idle-restart: on, off or host, got '$idle'" ;; esac
+  n=$(need_ns)
+  if [ "$cc" != host ]; then
+    grep -qw -- "$cc" /proc/sys/net/ipv4/tcp_available_congestion_control ||
+      die "tcp: congestion control '$cc' is not available here ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control); modprobe tcp_$cc?)"
+    # A namespace other than the host's may only choose an allowed one.
+    grep -qw -- "$cc" /proc/sys/net/ipv4/tcp_allowed_congestion_control ||
+      die "tcp: congestion control '$cc' is not allowed in namespaces (allowed: $(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)); the host's root can allow it: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control) $cc\""
+  fi
+  for ((r = 0; r < n; r++)); do
+    ns=${prefix}${r}
+    [ "$cc" = host ] || ip netns exec "$ns" sysctl -q -w "net.ipv4.tcp_congestion_control=$cc"
+    [ "$idle" = host ] || ip netns exec "$ns" sysctl -q -w "net.ipv4.tcp_slow_start_after_idle=$idle"
+  done
+  ip netns exec "${prefix}0" sh -c 'echo "congestion control $(cat /proc/sys/net/ipv4/tcp_congestion_control), slow start after idle $(cat /proc/sys/net/ipv4/tcp_slow_start_after_idle)"'
+}
+
 do_mpirun() {
   local np=""
   local args=()
@@ -385,6 +430,7 @@ case "$cmd" in
     ;;
   mpirun) do_mpirun "$@" ;;
   rank-exec) do_rank_exec "$@" ;;
+  tcp) do_tcp "$@" ;;
   status)
     for ns in $(namespaces); do
       echo "== $ns"
@@ -393,5 +439,5 @@ case "$cmd" in
     done
     ;;
   help | -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" ;;
-  *) die "unknown command '$cmd' (check, create, destroy, rate, rate-all, gso, exec, mpirun, status)" ;;
+  *) die "unknown command '$cmd' (check, create, destroy, rate, rate-all, gso, tcp, exec, mpirun, status)" ;;
 esac
