@@ -539,7 +539,7 @@ TEST(ReplayPlan, FamiliesWithModelStages) {
 
 // --- the replay under mpirun ------------------------------------------------------
 
-#ifdef ADAGROUPER_CALIB_BIN
+// A shell command's standard output and exit status (the scripts' tests need no MPI).
 std::string shell(const std::string& cmd, int& rc) {
   std::string out;
   std::FILE* p = ::popen(cmd.c_str(), "r");
@@ -550,7 +550,6 @@ std::string shell(const std::string& cmd, int& rc) {
   rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
 }
-#endif
 
 #ifdef ADAGROUPER_CALIB_BIN
 // A JSON object's keys in order.
