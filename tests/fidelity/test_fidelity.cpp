@@ -969,6 +969,8 @@ TEST(Testbed, ReducedRunEndToEnd) {
   const json cmp = json::parse(clirunner::slurp(tmp.path() / "preempted" / "compare.json"));
   EXPECT_GE(cmp["comparisons"].size(), 2u);
   EXPECT_TRUE(cmp["ranking"].contains("kendall_tau"));
+  // The namespaces' TCP: Reno unless --tcp says otherwise, written with the results.
+  EXPECT_THAT(clirunner::slurp(tmp.path() / "tcp.txt"), ::testing::StartsWith("congestion control reno,"));
   // For each candidate the driver recorded the rate changes it applied, from time 0: as
   // a whole (recorded-I.csv) and per link, at the end of the tc call that changed it
   // (recorded-I-F-T.csv, what the simulation follows); and its tc calls and the links'

@@ -93,9 +93,14 @@
 #                      each rate's (per-rate), the highest (fixed) or the lowest (lowest);
 #                      at least 4096 bytes. Experimental; docs/fidelity.md, "The
 #                      calibration and tbf's bucket"
-#   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): one the
-#                      kernel allows in a namespace (tcp_allowed_congestion_control),
-#                      or host (default: what a new namespace has, e.g. bbr or cubic)
+#   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): reno
+#                      (default: it keeps a shaped link busy at the shaper's rate whatever
+#                      the traffic, as the model's channel is; with BBR and CUBIC the
+#                      iterations at the lowest rate of a 3-rank scenario ran 2.6 to 5.3%
+#                      slower than calibrated, docs/fidelity.md, "TCP's congestion control"),
+#                      another one the kernel allows in a namespace
+#                      (tcp_allowed_congestion_control), or host (what a new namespace
+#                      gets, e.g. this machine's bbr)
 #   --tcp-idle-restart on|off|host
 #                      whether a connection idle for an RTO restarts from its initial
 #                      window (tcp_slow_start_after_idle; default host, which is on in
@@ -120,7 +125,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
-families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=host tcp_idle=host
+families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
   echo "fidelity.sh: $*" >&2
