@@ -96,8 +96,9 @@
 #   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): reno
 #                      (default: it keeps a shaped link busy at the shaper's rate whatever
 #                      the traffic, as the model's channel is; with BBR and CUBIC the
-#                      iterations at the lowest rate of a 3-rank scenario ran 2.6 to 5.3%
-#                      slower than calibrated, docs/fidelity.md, "TCP's congestion control"),
+#                      iterations at the lowest rate of a 3-rank scenario ran 1.6 to 5.8%
+#                      slower than predicted, with Reno 0.1 to 0.3%; docs/fidelity.md,
+#                      "TCP's congestion control"),
 #                      another one the kernel allows in a namespace
 #                      (tcp_allowed_congestion_control), or host (what a new namespace
 #                      gets, e.g. this machine's bbr)
