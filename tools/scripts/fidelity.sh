@@ -357,8 +357,9 @@ trap cleanup EXIT
 "${netns[@]}" destroy >/dev/null 2>&1 || true
 "${netns[@]}" create "$ranks" >/dev/null
 # TCP as asked (--tcp, --tcp-idle-restart); what is in effect goes with the results.
-"${netns[@]}" tcp "$tcp_cc" --idle-restart "$tcp_idle" >"$out/tcp.txt" || exit 2
-echo "fidelity.sh: TCP in the namespaces: $(cat "$out/tcp.txt")"
+tcp_now=$("${netns[@]}" tcp "$tcp_cc" --idle-restart "$tcp_idle") || exit 2
+echo "$tcp_now" >"$out/tcp.txt"
+echo "fidelity.sh: TCP in the namespaces: $tcp_now"
 
 # The ranks run at a higher priority than the rest of the machine (--priority), so that
 # other work on the host delays their wake-ups less. Every message goes eagerly: above

@@ -341,10 +341,10 @@ do_tcp() {
   case "$idle" in on) idle=1 ;; off) idle=0 ;; host) ;; *) die "tcp: --idle-restart: on, off or host, got '$idle'" ;; esac
   n=$(need_ns)
   if [ "$cc" != host ]; then
-    grep -qw -- "$cc" /proc/sys/net/ipv4/tcp_available_congestion_control ||
+    grep -qwF -- "$cc" /proc/sys/net/ipv4/tcp_available_congestion_control ||
       die "tcp: congestion control '$cc' is not available here ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control); modprobe tcp_$cc?)"
     # A namespace other than the host's may only choose an allowed one.
-    grep -qw -- "$cc" /proc/sys/net/ipv4/tcp_allowed_congestion_control ||
+    grep -qwF -- "$cc" /proc/sys/net/ipv4/tcp_allowed_congestion_control ||
       die "tcp: congestion control '$cc' is not allowed in namespaces (allowed: $(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)); the host's root can allow it: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control) $cc\""
   fi
   for ((r = 0; r < n; r++)); do
