@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # A fidelity run made by hand for fidelity_resim.py: the toy pipeline planned, its chosen
 # candidate simulated, and that simulation taken as the measurement too (so the run's
-# own prediction is exact). Usage: resim_fixture.sh SOURCE_ROOT ADAGROUPER OUT BURST_BYTES
+# own prediction is exact), with the profile's op durations as its measured ones, except
+# that stage 0's first forward took SLOW_F seconds. Then fidelity_resim.py with ARGS.
+# Usage: resim_fixture.sh SOURCE_ROOT ADAGROUPER OUT SLOW_F ARGS...
 set -e
-root=$1 A=$2 out=$3 burst=$4
+root=$1 A=$2 out=$3 slow_f=$4
+shift 4
 d=$out/run
 mkdir -p "$d"
 cp "$root/configs/examples/toy-4.json" "$d/pipeline.json"
@@ -16,4 +19,5 @@ echo "--iterations 2 --start-time 0" >"$d/sim-$i.args"
   --iterations 2 --start-time 0 --output "$d/sim-$i.json" >/dev/null
 cp "$d/sim-$i.json" "$d/run-$i.json"
 echo "sim-$i.json run-$i.json" >"$d/pairs.txt"
-"$root/tools/scripts/fidelity_resim.py" --adagrouper "$A" --burst-bytes "$burst" "$out"
+printf 'iteration,stage,micro_batch,phase,duration_s\n0,0,0,F,%s\n' "$slow_f" >"$d/stages-$i.csv"
+"$root/tools/scripts/fidelity_resim.py" --adagrouper "$A" "$@" "$out"

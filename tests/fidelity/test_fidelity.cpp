@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -820,7 +821,8 @@ void expect_refused(const std::string& script, const std::string& args, const st
 // The testbed's options are checked before anything is set up: a bad value is one line
 // and exit status 2, also for the drawn scenarios, and so is an option without its value.
 // --bucket fixed and lowest keep tbf's bucket constant, which means nothing for htb:
-// refused with it.
+// refused with it; the model's bucket is a constant number of bytes: refused with the
+// per-rate bucket.
 TEST(Testbed, BadOptionsAreStatus2) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
@@ -839,6 +841,9 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket-ms 0", "--bucket-ms: milliseconds, more than 0"},
            {"--bucket lowest --bucket-ms 1e3", "--bucket-ms: milliseconds, more than 0"},
            {"--bucket-ms", "--bucket-ms: needs a value"},
+           {"--model-bucket maybe", "--model-bucket: auto, on or off"},
+           {"--model-bucket on", "--model-bucket on: needs a bucket that never changes"},
+           {"--bucket fixed --calibrate p2p --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
            {"--tcp 'a b'", "--tcp: a congestion control's name"},
            {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
            {"--seed", "--seed: needs a value"}})
@@ -877,27 +882,36 @@ TEST(Testbed, BucketProbe) {
 #endif
 }
 
-// fidelity_resim.py re-simulates a run with a token bucket, against the same
+// fidelity_resim.py re-simulates a run with one thing changed, against the same
 // measurement: on a run whose measurement is its own simulation, no bucket changes
-// nothing and a bucket of half a toy message makes every transfer faster.
-TEST(Testbed, ResimulatesARunWithATokenBucket) {
+// nothing and a bucket of half a toy message makes every transfer faster; the measured
+// op durations change nothing when they are the profile's, and a forward measured 3 s
+// slower than its 1 s makes the prediction slower (a positive signed error).
+TEST(Testbed, ResimulatesARunWithATokenBucketOrItsMeasuredCompute) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
 #else
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
-           {"", "required: --burst-bytes"},
+           {"/tmp", "nothing to change"},
+           {"--refit --measured-compute /tmp", "--refit: needs --burst-bytes"},
            {"--burst-bytes x /tmp", "--burst-bytes: a number of bytes or auto"},
            {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
     expect_refused("fidelity_resim.py", args, piece);
   testutil::TempDir dir;
-  for (const auto& [burst, expected] : std::vector<std::pair<std::string, std::string>>{
-           {"0", R"(kfkb k=3 b=1 +0 +0\.00 +0\.00)"}, {"0.25", R"(kfkb k=3 b=1 +0\.25 +0\.00 +[1-9][0-9]*\.[0-9]+)"}}) {
+  const std::string same = R"(0\.00 \( *[+-]0\.00\) +0\.00 \( *[+-]0\.00\))";
+  const std::vector<std::array<std::string, 3>> cases{
+      {"1", "--burst-bytes 0", "kfkb k=3 b=1 +0 +" + same},
+      {"1", "--burst-bytes 0.25", R"(kfkb k=3 b=1 +0\.25 +0\.00 \( *[+-]0\.00\) +[1-9][0-9]*\.[0-9]+ \( *-[0-9.]+\))"},
+      {"1", "--measured-compute", "kfkb k=3 b=1 +0 +" + same},
+      {"4", "--measured-compute", R"(kfkb k=3 b=1 +0 +0\.00 \( *[+-]0\.00\) +[1-9][0-9]*\.[0-9]+ \( *\+[0-9.]+\))"}};
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const auto& [slow_f, args, expected] = cases[c];
     int rc = 0;
-    const std::string out = shell(fmt::format("'{}/tests/fidelity/resim_fixture.sh' '{}' '{}/adagrouper' '{}/b{}' {} 2>&1",
-                                              SOURCE_ROOT, SOURCE_ROOT, BUILD_ROOT, dir.path().string(), burst, burst),
+    const std::string out = shell(fmt::format("'{}/tests/fidelity/resim_fixture.sh' '{}' '{}/adagrouper' '{}/c{}' {} {} 2>&1",
+                                              SOURCE_ROOT, SOURCE_ROOT, BUILD_ROOT, dir.path().string(), c, slow_f, args),
                                   rc);
     ASSERT_EQ(rc, 0) << out;
-    EXPECT_THAT(out, ContainsRegex(expected)) << out;
+    EXPECT_THAT(out, ContainsRegex(expected)) << args << "\n" << out;
   }
 #endif
 }

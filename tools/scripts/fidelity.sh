@@ -93,6 +93,14 @@
 #                      each rate's (per-rate), the highest (fixed) or the lowest (lowest);
 #                      at least 4096 bytes. Experimental; docs/fidelity.md, "The
 #                      calibration and tbf's bucket"
+#   --model-bucket M   auto (default), on or off: whether the model holds tbf's bucket.
+#                      on: the calibration's fit knows the bucket (a message on an idle
+#                      link gets it at once, fidelity_calib.py fit --bucket-bytes) and
+#                      every simulated channel has it (burst_bytes, docs/model.md "Shaped
+#                      links"); needs a bucket that never changes (--bucket fixed or
+#                      lowest) and --calibrate replay. off: the fit clamps the head start
+#                      into the rate, no bucket in the model. auto: on where it can be;
+#                      docs/fidelity.md, "The bucket in the model, with Reno"
 #   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): reno
 #                      (default: it keeps a shaped link busy at the shaper's rate whatever
 #                      the traffic, as the model's channel is; with BBR and CUBIC the
@@ -125,7 +133,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto
+shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
@@ -199,7 +207,8 @@ run_random_scenarios() {
       "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
-        --bucket "$bucket" --bucket-ms "$bucket_ms" --tcp "$tcp_cc" --tcp-idle-restart "$tcp_idle" \
+        --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
+        --tcp-idle-restart "$tcp_idle" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
@@ -273,6 +282,7 @@ while [ $# -gt 0 ]; do
     --shaper) shaper=${2:-}; shift 2 ;;
     --bucket) bucket=${2:-}; shift 2 ;;
     --bucket-ms) bucket_ms=${2:-}; shift 2 ;;
+    --model-bucket) model_bucket=${2:-}; shift 2 ;;
     --tcp) tcp_cc=${2:-}; shift 2 ;;
     --tcp-idle-restart) tcp_idle=${2:-}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -295,6 +305,13 @@ case "$bucket" in per-rate | fixed | lowest) ;; *) die "--bucket: per-rate, fixe
 [ "$bucket" = per-rate ] || [ "$shaper" = tbf ] || die "--bucket $bucket: tbf only (drop --shaper $shaper)"
 [[ "$bucket_ms" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v m="$bucket_ms" 'BEGIN { exit !(m > 0 && m <= 1000) }' ||
   die "--bucket-ms: milliseconds, more than 0 and at most 1000, got '$bucket_ms'"
+case "$model_bucket" in
+  auto) { [ "$bucket" != per-rate ] && [ "$calibrate" = replay ]; } && model_bucket=on || model_bucket=off ;;
+  on) [ "$bucket" != per-rate ] && [ "$calibrate" = replay ] ||
+        die "--model-bucket on: needs a bucket that never changes (--bucket fixed or lowest) and --calibrate replay" ;;
+  off) ;;
+  *) die "--model-bucket: auto, on or off, got '$model_bucket'" ;;
+esac
 [[ "$tcp_cc" =~ ^[a-z0-9_]+$ ]] || die "--tcp: a congestion control's name (reno, cubic, bbr) or host, got '$tcp_cc'"
 case "$tcp_idle" in on | off | host) ;; *) die "--tcp-idle-restart: on, off or host, got '$tcp_idle'" ;; esac
 if [ "$priority" = auto ]; then
@@ -407,6 +424,9 @@ print(segs * 1448 + 321, max(4096, int(max(vals) * ms / 1000)), burst)
 EOF
 )
 if [ "$bucket" = lowest ]; then fixed_burst=$lowest_burst; fi
+# The model's bucket (--model-bucket on): the fit's and every network's.
+model_bucket_args=()
+[ "$model_bucket" = off ] || model_bucket_args=(--bucket-bytes "$fixed_burst")
 # htb sends a packet larger than its bucket late (its tokens go negative), and tbf whose
 # bucket never changes (--bucket fixed, lowest) splits a larger packet at enqueue to at most the
 # bucket that every later change keeps: no cap.
@@ -418,7 +438,7 @@ burst_args=(--burst "$fixed_burst")
 [ "$bucket" != per-rate ] ||
   burst_args=(--burst "$(burst_of "$rate_bytes")")
 "${netns[@]}" rate-all "$rate" --shaper "$shaper" "${burst_args[@]}" >/dev/null
-echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links"
+echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; the model's bucket $model_bucket"
 "${netns[@]}" gso "$gso_bytes" ||
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
@@ -539,7 +559,8 @@ EOF
     done
   done
   set_rate "$rate_bytes"
-  python3 "$root/tools/scripts/fidelity_calib.py" fit "$out/calib" "$calib_sizes" $levels >"$out/calibration.json"
+  python3 "$root/tools/scripts/fidelity_calib.py" fit "$out/calib" "$calib_sizes" $levels "${model_bucket_args[@]}" \
+    >"$out/calibration.json"
 else
   mpi "$calib" p2p --backend cpu --pipeline "$pipeline" --duration "$calib_it" --interval 0.02 \
     --warmup 2 --output-dir "$out/calib" >"$out/calib.log" 2>&1 || { cat "$out/calib.log" >&2; exit 1; }
@@ -575,7 +596,7 @@ EOF
 # channel F->T where it exists) with every value times the channel's efficiency at that
 # rate, written beside FILE as FILE-F-T.csv.
 network() {
-  python3 "$root/tools/scripts/fidelity_calib.py" network "$out/calibration.json" "$rate_bytes" "$@"
+  python3 "$root/tools/scripts/fidelity_calib.py" network "$out/calibration.json" "$rate_bytes" "$@" "${model_bucket_args[@]}"
 }
 
 # drive UNROLLED LOG ORIGIN: the preemption driver. From ORIGIN (a Unix time) on,

@@ -1,24 +1,34 @@
 #!/usr/bin/env python3
-"""Re-simulates the candidates of fidelity runs on a changed network, against the same measurements.
+"""Re-simulates the candidates of fidelity runs with one thing changed, against the same measurements.
 
-    tools/scripts/fidelity_resim.py [--adagrouper BIN] [--refit] --burst-bytes B|auto OUT [OUT ...]
+    tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit]] [--measured-compute] OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
-writes it), each candidate's network (net-sim-I.json) is simulated again with a token
-bucket of B bytes on every channel (`burst_bytes`, docs/model.md "Shaped links"), with
-the same plan, pipeline, iterations and start time as the run's own prediction; both
-are compared with the measurement by `adagrouper compare` (free-running). `auto` takes
-the bucket tbf had in that run (`fidelity.sh --bucket fixed` or `lowest` prints it in its log,
-run-J.log beside the run directory). Prints, per run directory and candidate, the
-MAPE of the run's own prediction and of the one with the bucket; writes
-net-bucket-I.json, sim-bucket-I.json and compare-bucket.json into the run directory.
+writes it), each candidate is simulated again with the same plan, pipeline, network,
+iterations and start time as the run's own prediction, changed as asked, and both
+predictions are compared with the measurement by `adagrouper compare` (free-running).
+Give at least one of:
 
---refit also fits the channels again with the bucket in the fit (fidelity_calib.py fit
---bucket-bytes B, on the run's own calibration replays in calib/ above it): the
-calibration's replays start most messages on an idle link, so their head start is in
-the fitted rate unless the fit knows the bucket. It writes calibration-refit.json into
-the run directory, and the networks from it and the run's recorded rates
-(recorded-I.csv, recorded-I-F-T.csv).
+--burst-bytes B: a token bucket of B bytes on every channel (`burst_bytes`,
+docs/model.md "Shaped links"). `auto` takes the bucket tbf had in that run
+(`fidelity.sh --bucket fixed` or `lowest` prints it in its log: run-J.log beside the
+run directory, or OUT.log beside a shipped scenario's OUT, when its output was saved
+there). With --refit the channels are also fitted again with the bucket in the fit
+(fidelity_calib.py fit --bucket-bytes B, on the run's own calibration replays in calib/
+above it): those replays start most messages on an idle link, so their head start is
+in the fitted rate unless the fit knows the bucket. --refit writes
+calibration-refit.json into the run directory, and the networks from it and the run's
+recorded rates (recorded-I.csv, recorded-I-F-T.csv).
+
+--measured-compute: every op of candidate I takes the duration the replay measured for
+it (stages-I.csv, `simulate --stage-trace`) instead of the profile's, so that what is
+left of the error is the network's and the schedule's, not the host's CPU (ranks that
+share cores, a descheduled thread).
+
+Prints, per run directory and candidate, the MAPE of the run's own prediction and of
+the changed one, each with its mean signed error per iteration in parentheses (+: the
+measurement was faster); writes net-resim-I.json (with a bucket), sim-resim-I.json,
+pairs-resim.txt and compare-resim.json into the run directory.
 
 Exit status 2 with one line on bad arguments or a directory that is not a fidelity run.
 """
@@ -73,10 +83,15 @@ def bucket_of(d, given):
 
 
 def pipeline_of(d):
+    """The run's pipeline: pipeline.json in d or above it (a drawn scenario's), else the
+    file the plan names as its pipeline (a shipped scenario's)."""
     for up in upward(d):
         if os.path.exists(os.path.join(up, "pipeline.json")):
             return os.path.join(up, "pipeline.json")
-    fail(f"{d}: no pipeline.json in it or above it")
+    named = [x["path"] for x in json.load(open(os.path.join(d, "plan.json"))).get("inputs", []) if x["role"] == "pipeline"]
+    if named and os.path.exists(named[0]):
+        return named[0]
+    fail(f"{d}: no pipeline.json in it or above it, and the pipeline its plan names is gone")
 
 
 def calib_dir(d):
@@ -100,10 +115,14 @@ def refit(d, burst):
     return path, max(float(x) for x in levels)
 
 
-def bucket_network(d, i, burst, refitted):
-    """net-bucket-I.json: the run's network for candidate i with the bucket, its channels
-    refitted (refitted: the calibration and its highest rate) or as the run had them."""
-    path = os.path.join(d, f"net-bucket-{i}.json")
+def resim_network(d, i, burst, refitted):
+    """The network of candidate i's new prediction: the run's own without a bucket, else
+    net-resim-I.json with the bucket, its channels refitted (refitted: the calibration and
+    its highest rate) or as the run had them."""
+    own = os.path.join(d, f"net-sim-{i}.json")
+    if not burst:
+        return own
+    path = os.path.join(d, f"net-resim-{i}.json")
     if refitted:
         recorded = os.path.join(d, f"recorded-{i}.csv")
         if os.path.exists(recorded):
@@ -111,7 +130,7 @@ def bucket_network(d, i, burst, refitted):
         else:  # the constant scenario: its one rate
             fidelity_calib.network(refitted[0], refitted[1], path, "constant", bucket=burst)
         return path
-    net = json.load(open(os.path.join(d, f"net-sim-{i}.json")))
+    net = json.load(open(own))
     net["burst_bytes"] = burst
     with open(path, "w") as f:
         json.dump(net, f, indent=1)
@@ -127,58 +146,76 @@ def call(args):
 
 
 def compare(exe, d, pairs_name, out_name):
+    """(label, MAPE, mean signed error) per candidate of `adagrouper compare` on pairs_name."""
     call([exe, "compare", "--pairs", os.path.join(d, pairs_name), "--plan", os.path.join(d, "plan.json"),
           "--output", os.path.join(d, out_name)])
     doc = json.load(open(os.path.join(d, out_name)))
-    return [(c["label"], c["mape_pct"]) for c in doc["comparisons"]]
+    return [(c["label"], c["mape_pct"], sum(x["error_pct"] for x in c["iterations"]) / max(1, len(c["iterations"])))
+            for c in doc["comparisons"]]
 
 
-def resim(exe, d, burst, with_refit):
+def resim(exe, d, burst, with_refit, measured_compute):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
     refitted = refit(d, burst) if with_refit else None
-    with open(os.path.join(d, "pairs-bucket.txt"), "w") as out:
+    with open(os.path.join(d, "pairs-resim.txt"), "w") as out:
         for sim_name, run_name in pairs:
             i = re.fullmatch(r"sim-(\d+)\.json", sim_name)
             if not i:
                 fail(f"{d}/pairs.txt: '{sim_name}' is not sim-I.json")
             i = i.group(1)
-            net = bucket_network(d, i, burst, refitted)
             args = open(os.path.join(d, f"sim-{i}.args")).read().split()
+            if measured_compute:
+                stages = os.path.join(d, f"stages-{i}.csv")
+                if not os.path.exists(stages):
+                    fail(f"{d}: --measured-compute: no stages-{i}.csv (the replay's measured op durations)")
+                args += ["--stage-trace", stages]
             call([exe, "simulate", "--plan", os.path.join(d, "plan.json"), "--candidate", i, "--pipeline", pipeline,
-                  "--network", net, *args, "--output",
-                  os.path.join(d, f"sim-bucket-{i}.json")])
-            out.write(f"sim-bucket-{i}.json {run_name}\n")
-    return compare(exe, d, "pairs.txt", "compare-resim-base.json"), compare(exe, d, "pairs-bucket.txt",
-                                                                             "compare-bucket.json")
+                  "--network", resim_network(d, i, burst, refitted), *args, "--output",
+                  os.path.join(d, f"sim-resim-{i}.json")])
+            out.write(f"sim-resim-{i}.json {run_name}\n")
+    return compare(exe, d, "pairs.txt", "compare-resim-base.json"), compare(exe, d, "pairs-resim.txt",
+                                                                             "compare-resim.json")
+
+
+def burst_arg(text):
+    if text is None or text == "auto":
+        return text
+    try:
+        v = float(text)
+    except ValueError:
+        fail(f"--burst-bytes: a number of bytes or auto, got '{text}'")
+    if not v >= 0:
+        fail(f"--burst-bytes: must be >= 0, got {text}")
+    return v
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--adagrouper", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "adagrouper"))
-    ap.add_argument("--burst-bytes", required=True, help="bytes, or auto (the run's tbf bucket)")
+    ap.add_argument("--burst-bytes", help="a token bucket of this many bytes on every channel, or auto (the run's tbf bucket)")
     ap.add_argument("--refit", action="store_true", help="fit the run's calibration again with the bucket")
+    ap.add_argument("--measured-compute", action="store_true", help="each op as long as the replay measured it")
     ap.add_argument("out", nargs="+")
     ap.error = fail  # one line, exit 2
     a = ap.parse_args()
-    if a.burst_bytes != "auto":
-        try:
-            a.burst_bytes = float(a.burst_bytes)
-        except ValueError:
-            fail(f"--burst-bytes: a number of bytes or auto, got '{a.burst_bytes}'")
-        if not a.burst_bytes >= 0:
-            fail(f"--burst-bytes: must be >= 0, got {a.burst_bytes}")
+    a.burst_bytes = burst_arg(a.burst_bytes)
+    if a.burst_bytes is None and not a.measured_compute:
+        fail("nothing to change: give --burst-bytes B|auto, --measured-compute, or both")
+    if a.refit and a.burst_bytes is None:
+        fail("--refit: needs --burst-bytes (the bucket the fit assumes)")
     if not os.access(a.adagrouper, os.X_OK):
         fail(f"--adagrouper: {a.adagrouper} is not an executable (build it: tools/run.sh build)")
     rows = []
     for d in run_dirs(a.out):
-        burst = bucket_of(d, a.burst_bytes)
-        base, bucket = resim(a.adagrouper, d, burst, a.refit)
-        rows += [(d, label, burst, m0, m1) for (label, m0), (_, m1) in zip(base, bucket)]
-    print(f"{'run directory':48} {'candidate':28} {'bucket B':>9} {'MAPE %':>7} "
-          f"{'refit, bucket' if a.refit else 'with bucket':>13}")
-    for d, label, burst, m0, m1 in rows:
-        print(f"{d[-48:]:48} {label[:28]:28} {burst:9.6g} {m0:7.2f} {m1:13.2f}")
+        burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
+        base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute)
+        rows += [(d, label, burst, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
+    what = ", ".join(x for x, on in (("refit", a.refit), ("bucket", a.burst_bytes is not None),
+                                       ("measured compute", a.measured_compute)) if on)
+    print(f"{'run directory':40} {'candidate':28} {'bucket B':>9} {'MAPE % (signed)':>16}  {what}")
+    for d, label, burst, m0, e0, m1, e1 in rows:
+        print(f"{d[-40:]:40} {label[:28]:28} {burst:9.6g} {m0:7.2f} ({e0:+6.2f}) {m1:13.2f} ({e1:+6.2f})")
 
 
 if __name__ == "__main__":
