@@ -842,7 +842,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket lowest --bucket-ms 1e3", "--bucket-ms: milliseconds, more than 0"},
            {"--bucket-ms", "--bucket-ms: needs a value"},
            {"--model-bucket maybe", "--model-bucket: auto, on or off"},
-           {"--model-bucket on", "--model-bucket on: needs a bucket that never changes"},
+           {"--bucket per-rate --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
            {"--bucket fixed --calibrate p2p --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
            {"--tcp 'a b'", "--tcp: a congestion control's name"},
            {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
@@ -985,6 +985,10 @@ TEST(Testbed, ReducedRunEndToEnd) {
   EXPECT_TRUE(cmp["ranking"].contains("kendall_tau"));
   // The namespaces' TCP: Reno unless --tcp says otherwise, written with the results.
   EXPECT_THAT(clirunner::slurp(tmp.path() / "tcp.txt"), ::testing::StartsWith("congestion control reno,"));
+  // tbf's bucket changes with the rate: the model has none.
+  EXPECT_THAT(out, HasSubstr("bucket per-rate, 1 ms")) << out;
+  EXPECT_THAT(out, HasSubstr("the model's bucket off")) << out;
+  EXPECT_FALSE(json::parse(clirunner::slurp(tmp.path() / "preempted" / "net-plan.json")).contains("burst_bytes"));
   // For each candidate the driver recorded the rate changes it applied, from time 0: as
   // a whole (recorded-I.csv) and per link, at the end of the tc call that changed it
   // (recorded-I-F-T.csv, what the simulation follows); and its tc calls and the links'
@@ -1013,6 +1017,37 @@ TEST(Testbed, ReducedRunEndToEnd) {
        at = attribution.find("MAPE free-running", at + 1))
     ++mapes;
   EXPECT_EQ(mapes, 2u) << attribution;
+#endif
+}
+
+// With tbf's bucket constant (--bucket fixed) the model holds it: the calibration is
+// fitted with it, and the plan's network and every prediction's carry it.
+TEST(Testbed, ReducedRunWithTheModelsBucket) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
+#else
+  TempDir tmp;
+  int rc = 0;
+  const std::string out = shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --bucket fixed --build '{}' --out '{}' 2>&1",
+                                            SOURCE_ROOT, BUILD_ROOT, tmp.path().string()),
+                                rc);
+  if (rc == 77) GTEST_SKIP() << out;
+  ASSERT_EQ(rc, 0) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(bucket fixed \(([0-9]+) bytes at every rate\).*the model's bucket on)")))
+      << out;
+  const double bucket = std::stod(m[1].str());
+  const json calibration = json::parse(clirunner::slurp(tmp.path() / "calibration.json"));
+  EXPECT_EQ(calibration.value("bucket_bytes", 0.0), bucket) << calibration.dump();
+  int networks = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path() / "preempted")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("net-", 0) != 0 || e.path().extension() != ".json") continue;
+    ++networks;
+    EXPECT_EQ(json::parse(clirunner::slurp(e.path())).value("burst_bytes", 0.0), bucket) << name;
+  }
+  EXPECT_GE(networks, 3);  // the plan's and at least two candidates' predictions
+  EXPECT_THAT(out, HasSubstr("MAPE"));
 #endif
 }
 

@@ -75,20 +75,21 @@
 #                      not at all). Experimental: no stall, but a larger error than tbf
 #                      on the seeds measured (its bucket is in effect one 64 KiB
 #                      packet); docs/fidelity.md, "Shaping with HTB"
-#   --bucket B         per-rate (default), fixed or lowest: tbf's bucket (burst) at each rate.
-#                      per-rate: 1 ms of the rate, at least 4096 bytes, recomputed at
-#                      every change, with the packets capped at the smallest bucket the
-#                      run sets (see --shaper). fixed: the bucket of the run's highest
-#                      rate (1 ms of it, at least 4096 bytes) at every rate, in bytes,
-#                      and the packets uncapped (gso 65536): tbf splits a larger packet
-#                      at enqueue to at most the bucket, and the bucket never shrinks,
-#                      so no queued packet can be stranded. At a lower rate the bucket
-#                      is more than 1 ms of tokens (a larger burst after idle).
-#                      lowest: the same with the bucket of the run's lowest rate (1 ms
-#                      of it, at least 4096 bytes): no more than 1 ms of tokens at any
-#                      rate, less at the higher ones.
-#                      Experimental, tbf only; docs/fidelity.md, "Keeping the bucket
-#                      constant"
+#   --bucket B         per-rate (default), fixed or lowest: the shaper's bucket (burst)
+#                      at each rate. per-rate: 1 ms of the rate, at least 4096 bytes,
+#                      recomputed at every change, with the packets capped at the
+#                      smallest bucket the run sets (see --shaper). fixed: the bucket of
+#                      the run's highest rate (1 ms of it, at least 4096 bytes) at every
+#                      rate, in bytes, as a real shaper keeps one, and the packets
+#                      uncapped (gso 65536): tbf splits a larger packet at enqueue to at
+#                      most the bucket, and the bucket never shrinks, so no queued packet
+#                      can be stranded. At a lower rate the bucket is more than 1 ms of
+#                      tokens (a larger burst after idle), which the model then holds
+#                      (--model-bucket). lowest: fixed with the bucket of the run's
+#                      lowest rate (1 ms of it, at least 4096 bytes): no more than 1 ms
+#                      of tokens at any rate. fixed and lowest: tbf only;
+#                      docs/fidelity.md, "Keeping the bucket constant", "The bucket in
+#                      the model, with Reno"
 #   --bucket-ms MS     the bucket's length in ms of the rate it is taken from (default 1):
 #                      each rate's (per-rate), the highest (fixed) or the lowest (lowest);
 #                      at least 4096 bytes. Experimental; docs/fidelity.md, "The
@@ -506,9 +507,11 @@ net_snapshot() {
 # both directions of every link carry messages back to back (the regime in which the
 # link's rate matters), one with every message of the pipeline's smallest size and one
 # of its largest; each gives a channel's median time per message (from the measured
-# timeline), and the two sizes give L and R. `p2p` uses adagrouper-calib p2p's samples
-# instead (at the constant rate only). Rates between calibrated levels interpolate the
-# efficiency R / shaped rate linearly.
+# timeline), and the two sizes give L and R. With the model's bucket (--model-bucket on)
+# a message of x bytes takes L + (x - B) / R, B tbf's bucket: most of these messages
+# start on an idle link and get the bucket at once. `p2p` uses adagrouper-calib p2p's
+# samples instead (at the constant rate only). Rates between calibrated levels
+# interpolate the efficiency R / shaped rate linearly.
 if [ "$scenario" = constant ]; then
   levels=$rate_bytes
 else
