@@ -124,13 +124,14 @@ def network(calibration_path, nominal, path, kind, rates_csv=None, per_channel=F
         f.write("\n")
 
 
-def number(text, what):
+def number(text, what, fail_with=fail, expected="a number"):
+    """text as a number >= 0, else one line through fail_with (the calling tool's)."""
     try:
         v = float(text)
     except ValueError:
-        fail(f"{what}: a number, got '{text}'")
+        fail_with(f"{what}: {expected}, got '{text}'")
     if not v >= 0:
-        fail(f"{what}: must be >= 0, got '{text}'")
+        fail_with(f"{what}: must be >= 0, got '{text}'")
     return v
 
 

@@ -181,13 +181,7 @@ def resim(exe, d, burst, with_refit, measured_compute):
 def burst_arg(text):
     if text is None or text == "auto":
         return text
-    try:
-        v = float(text)
-    except ValueError:
-        fail(f"--burst-bytes: a number of bytes or auto, got '{text}'")
-    if not v >= 0:
-        fail(f"--burst-bytes: must be >= 0, got {text}")
-    return v
+    return fidelity_calib.number(text, "--burst-bytes", fail, "a number of bytes or auto")
 
 
 def main():
