@@ -27,13 +27,14 @@ share cores, a descheduled thread).
 
 Prints, per run directory and candidate, the MAPE of the run's own prediction and of
 the changed one, each with its mean signed error per iteration in parentheses (+: the
-measurement was faster); writes net-resim-I.json (with a bucket), sim-resim-I.json,
+measurement was faster), and the bucket (bytes) of the changed one's channels; writes net-resim-I.json (with a bucket), sim-resim-I.json,
 pairs-resim.txt and compare-resim.json into the run directory.
 
 Exit status 2 with one line on bad arguments or a directory that is not a fidelity run.
 """
 import argparse
 import glob
+import hashlib
 import json
 import os
 import re
@@ -88,10 +89,12 @@ def pipeline_of(d):
     for up in upward(d):
         if os.path.exists(os.path.join(up, "pipeline.json")):
             return os.path.join(up, "pipeline.json")
-    named = [x["path"] for x in json.load(open(os.path.join(d, "plan.json"))).get("inputs", []) if x["role"] == "pipeline"]
-    if named and os.path.exists(named[0]):
-        return named[0]
-    fail(f"{d}: no pipeline.json in it or above it, and the pipeline its plan names is gone")
+    named = [x for x in json.load(open(os.path.join(d, "plan.json"))).get("inputs", []) if x["role"] == "pipeline"]
+    if not named or not os.path.exists(named[0]["path"]):
+        fail(f"{d}: no pipeline.json in it or above it, and the pipeline its plan names is gone")
+    if hashlib.sha256(open(named[0]["path"], "rb").read()).hexdigest() != named[0].get("sha256"):
+        fail(f"{d}: no pipeline.json in it or above it, and {named[0]['path']} has changed since the plan was made")
+    return named[0]["path"]
 
 
 def calib_dir(d):
@@ -178,6 +181,12 @@ def resim(exe, d, burst, with_refit, measured_compute):
                                                                              "compare-resim.json")
 
 
+def own_bucket(d):
+    """The bucket the run's own predictions had (burst_bytes of its first network; 0 if none)."""
+    first = next(line.split()[0] for line in open(os.path.join(d, "pairs.txt")) if line.strip())
+    return json.load(open(os.path.join(d, first.replace("sim-", "net-sim-", 1)))).get("burst_bytes", 0.0)
+
+
 def burst_arg(text):
     if text is None or text == "auto":
         return text
@@ -204,7 +213,8 @@ def main():
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
         base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute)
-        rows += [(d, label, burst, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
+        shown = burst if a.burst_bytes is not None else own_bucket(d)
+        rows += [(d, label, shown, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
     what = ", ".join(x for x, on in (("refit", a.refit), ("bucket", a.burst_bytes is not None),
                                        ("measured compute", a.measured_compute)) if on)
     print(f"{'run directory':40} {'candidate':28} {'bucket B':>9} {'MAPE % (signed)':>16}  {what}")
