@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
@@ -913,6 +914,21 @@ TEST(Testbed, ResimulatesARunWithATokenBucketOrItsMeasuredCompute) {
     ASSERT_EQ(rc, 0) << out;
     EXPECT_THAT(out, ContainsRegex(expected)) << args << "\n" << out;
   }
+  // A run directory without pipeline.json (as a shipped scenario's) takes the pipeline
+  // its plan names, and refuses it once that file has changed.
+  const fs::path moved = dir.path() / "moved" / "run";
+  fs::create_directories(moved.parent_path());
+  fs::copy(dir.path() / "c0" / "run", moved, fs::copy_options::recursive);
+  fs::remove(moved / "pipeline.json");
+  const std::string resim =
+      fmt::format("--adagrouper '{}/adagrouper' --measured-compute '{}'", BUILD_ROOT, moved.parent_path().string());
+  int rc = 0;
+  const std::string out =
+      shell(fmt::format("cd '{}' && tools/scripts/fidelity_resim.py {} 2>&1", SOURCE_ROOT, resim), rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, ContainsRegex("kfkb k=3 b=1 +0 +" + same)) << out;
+  std::ofstream(dir.path() / "c0" / "run" / "pipeline.json", std::ios::app) << "\n";
+  expect_refused("fidelity_resim.py", resim, "has changed since the plan was made");
 #endif
 }
 
