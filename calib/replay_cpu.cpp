@@ -1,11 +1,14 @@
 // The CPU backend's replay work (calib/replay_cpu.h): sleep-then-spin ops, polled MPI transfers.
 #include "replay_cpu.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
 
 #include <climits>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -39,6 +42,18 @@ std::function<void(Kernels&)> cpu_compute_task(double seconds) {
     if (seconds > kSpinS) nap_until(end - kSpinS);
     while (now_s() < end) {
     }
+  };
+}
+
+std::function<void(Kernels&)> cpu_fifo_task(int priority, const Identity& id) {
+  return [priority, id](Kernels&) {
+    sched_param param{};
+    param.sched_priority = priority;
+    if (const int err = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &param); err != 0)
+      fail_call(id, "pthread_setschedparam",
+                fmt::format("--compute-fifo {}: SCHED_FIFO refused ({}; needs CAP_SYS_NICE or root, and "
+                            "an RLIMIT_RTPRIO of at least {})",
+                            priority, std::strerror(err), priority));
   };
 }
 

@@ -28,6 +28,10 @@ namespace adagrouper::calib {
 // Work for the compute stream: ends `seconds` after it starts.
 std::function<void(Kernels&)> cpu_compute_task(double seconds);
 
+// Work that puts the thread running it (a stream's worker) under SCHED_FIFO at
+// `priority`; throws CalibError naming `id` where the system refuses.
+std::function<void(Kernels&)> cpu_fifo_task(int priority, const Identity& id);
+
 // Directed channels between ranks, each over a communicator of its own (collective:
 // every rank constructs it with the same specs), used from stream workers.
 class CpuReplayLinks {

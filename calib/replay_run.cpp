@@ -30,7 +30,8 @@ namespace {
 
 constexpr const char* kReplayHelp = R"(Usage: mpirun -np S adagrouper-calib replay --plan PLAN.json [--candidate I]
                        [--pipeline P] [--iterations n] [--warmup w] [--backend cpu|cuda]
-                       [--streams plan|channel] [--time-origin T] [--start-at T] [--timeout SEC]
+                       [--streams plan|channel] [--compute-fifo P] [--time-origin T] [--start-at T]
+                       [--timeout SEC]
                        [--output FILE] [--timeline FILE] [--stage-trace FILE] [--raw FILE]
                        [--json]
 
@@ -82,6 +83,7 @@ struct ReplayOptions {
   std::optional<int> candidate;
   int iterations = 5, warmup = 1;
   std::string backend = cuda_backend_built() ? "cuda" : "cpu", streams = "plan";
+  int compute_fifo = 0;  // 0: the compute stream's thread keeps the process's policy
   std::optional<double> time_origin, start_at;
   double timeout_s = 120;
   std::string output, timeline, stage_trace, raw;
@@ -105,6 +107,12 @@ void add_replay_options(po::options_description& opts) {
     ("streams", po::value<std::string>()->default_value("plan")->value_name("plan|channel"),
        "plan: one send and one recv stream per stage, as the plan says; channel: one stream per channel "
        "end, so that a slow transfer from one neighbour does not hold up the other (the simulator's model)")
+    ("compute-fifo", po::value<int>()->default_value(0)->value_name("P"),
+       "cpu: run the compute stream's thread under SCHED_FIFO at priority P (1-99; 0: off), the rest of the "
+       "rank as it was started: an op then waits for no core behind the threads that poll MPI. The thread "
+       "sleeps, or spins for at most 200 us, so it holds a core only briefly; but threads of one SCHED_FIFO "
+       "priority are not time-sliced, so with more ranks than cores an op can wait for the others' spins "
+       "(docs/fidelity.md measures both). Needs CAP_SYS_NICE (root)")
     ("time-origin", po::value<double>()->value_name("T"),
        "Unix time (s) that is time 0 of the traces: start_time_s in the summary is the measured iteration 0's "
        "start minus T (default: start_time_s 0)")
@@ -150,6 +158,11 @@ std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
   o.streams = vm["streams"].as<std::string>();
   if (o.streams != "plan" && o.streams != "channel")
     throw InputError(fmt::format("--streams: must be plan or channel, got '{}'", o.streams));
+  o.compute_fifo = vm["compute-fifo"].as<int>();
+  if (o.compute_fifo < 0 || o.compute_fifo > 99)
+    throw InputError(fmt::format("--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got {}", o.compute_fifo));
+  if (o.compute_fifo > 0 && o.backend != "cpu")
+    throw InputError("--compute-fifo: the cpu backend's option (cuda's compute runs on the GPU)");
   if (vm.count("time-origin")) {
     o.time_origin = vm["time-origin"].as<double>();
     if (!std::isfinite(*o.time_origin)) throw InputError("--time-origin: must be a finite Unix time");
@@ -343,6 +356,10 @@ class RankRun {
         ready_links_(be, mpi, dog, control_specs(plan.stages), 16) {
     make_streams(o.streams == "channel");
     make_all_events();
+    if (o.compute_fifo > 0) {  // before anything else runs on it; a refusal is thrown here
+      compute_->submit(cpu_fifo_task(o.compute_fifo, mpi.id()));
+      compute_->synchronize();
+    }
   }
 
   // Runs every iteration; stage 0 starts the first not before `start_at` (Unix time).
@@ -620,9 +637,11 @@ int report(const ReplayOptions& o, const ReplayPlan& plan, const std::vector<Ind
   if (o.json) {
     std::cout << summary.dump(2) << '\n';
   } else {
-    std::cout << fmt::format("replay of {} ({} backend, {} streams, {} warm-up + {} measured iterations, clock offsets "
-                             "up to {:.1f} us{})\n",
-                             plan.source, o.backend, o.streams, o.warmup, o.iterations, 1e6 * clocks.worst_offset,
+    std::cout << fmt::format("replay of {} ({} backend, {} streams{}, {} warm-up + {} measured iterations, clock "
+                             "offsets up to {:.1f} us{})\n",
+                             plan.source, o.backend, o.streams,
+                             o.compute_fifo > 0 ? fmt::format(", compute thread SCHED_FIFO {}", o.compute_fifo) : "",
+                             o.warmup, o.iterations, 1e6 * clocks.worst_offset,
                              clocks.one_host ? ", one host: not applied" : "");
     std::cout << sim::summary_text(result);
     if (plan.predicted_iteration_time_s)

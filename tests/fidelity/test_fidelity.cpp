@@ -698,6 +698,48 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
 #endif
 }
 
+// --compute-fifo: a priority out of range or with the cuda backend is one line of bad
+// input, exit status 2; a valid one runs the plan with the compute threads under
+// SCHED_FIFO, or, where the system refuses it, stops with one line that says so.
+TEST(Replay, ComputeFifoRunsOrIsRefusedInOneLine) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the replay is not tested";
+#else
+  TempDir tmp;
+  const auto plan_path = tmp.path() / "plan.json";
+  auto r = clirunner::run_adagrouper("plan --pipeline configs/fidelity/pipeline-2.json --network "
+                                     "configs/fidelity/net-200mbit.json --output " + plan_path.string(),
+                                     tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto replay = [&](const std::string& args, int& rc) {
+    return shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' "
+                             "replay --plan '{}' --iterations 1 --warmup 0 --timeout 60 {} 2>&1",
+                             SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), args),
+                 rc);
+  };
+  int rc = 0;
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"--backend cpu --compute-fifo 100", "--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got 100"},
+           {"--backend cpu --compute-fifo=-1", "--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got -1"},
+           {"--backend cuda --compute-fifo 10", "--compute-fifo: the cpu backend's option"}}) {
+    const std::string out = replay(args, rc);
+    EXPECT_EQ(rc, 2) << args << ": " << out;
+    EXPECT_THAT(out, HasSubstr(piece)) << args;
+  }
+  const fs::path run = tmp.path() / "run.json";
+  const std::string out = replay("--backend cpu --compute-fifo 10 --output '" + run.string() + "'", rc);
+  if (rc != 0) {
+    EXPECT_THAT(out, HasSubstr("--compute-fifo 10: SCHED_FIFO refused")) << out;
+    EXPECT_FALSE(fs::exists(run));
+    return;
+  }
+  EXPECT_THAT(out, HasSubstr("plan streams, compute thread SCHED_FIFO 10, 0 warm-up + 1 measured iterations"));
+  const json measured = json::parse(clirunner::slurp(run));
+  EXPECT_EQ(measured["iterations"], 1);
+  EXPECT_GT(measured["per_stage"][0]["busy_s"].get<double>(), 0);
+#endif
+}
+
 // ZBV (V placement: two model stages per rank, local messages at the turn, I and W ops)
 // and interleaved 1F1B with 2 virtual stages, replayed under mpirun: every op of the
 // programs runs, the summary names the model stages, and compare pairs it with
@@ -847,6 +889,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket fixed --calibrate p2p --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
            {"--tcp 'a b'", "--tcp: a congestion control's name"},
            {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
+           {"--priority fifo", "--priority: auto, rt, compute-rt, nice or none"},
            {"--seed", "--seed: needs a value"}})
     expect_refused("fidelity.sh", args, piece);
 #endif

@@ -34,8 +34,10 @@
 #   --calibrate M      replay (default) or p2p: how the links' effective rate is
 #                      measured (see step 1 below)
 #   --priority P       the ranks' scheduling priority: rt (chrt -f 10, SCHED_FIFO; their
-#                      threads sleep while they wait), nice (nice -n -10) or none;
-#                      default auto: rt where permitted and ranks < cores, else nice
+#                      threads sleep while they wait), compute-rt (nice -n -10, and each
+#                      rank's compute thread SCHED_FIFO 10: replay --compute-fifo), nice
+#                      (nice -n -10) or none; default auto: rt where permitted and ranks
+#                      < cores, else nice
 #   --streams S        replay streams: plan (one send and one recv stream per stage) or
 #                      channel (one per channel end) (default plan)
 #   --pipeline FILE    pipeline (default configs/fidelity/pipeline-N.json; with
@@ -319,13 +321,17 @@ if [ "$priority" = auto ]; then
   # SCHED_FIFO only while every rank has a core of its own and one is left: MPI's
   # collectives poll, and a polling SCHED_FIFO rank never yields its core to a rank of
   # the same priority (4 ranks on 2 cores livelocked).
+  # (compute-rt, only each rank's compute thread under SCHED_FIFO, is safe with more
+  # ranks than that, but measured no better: docs/fidelity.md.)
   if [ "$ranks" -lt "$(nproc)" ] && chrt -f 10 true 2>/dev/null; then priority=rt; else priority=nice; fi
 fi
+replay_prio=()
 case "$priority" in
   none) prio=() ;;
   nice) prio=(nice -n -10) ;;
   rt) prio=(chrt -f 10) ;;
-  *) die "--priority: auto, rt, nice or none" ;;
+  compute-rt) prio=(nice -n -10) replay_prio=(--compute-fifo 10) ;;
+  *) die "--priority: auto, rt, compute-rt, nice or none" ;;
 esac
 if [ -n "$families" ]; then
   [[ "$families" =~ ^[a-z0-9,-]+$ ]] || die "--families: a comma-separated list of families, got '$families'"
@@ -378,6 +384,7 @@ trap cleanup EXIT
 tcp_now=$("${netns[@]}" tcp "$tcp_cc" --idle-restart "$tcp_idle") || exit 2
 echo "$tcp_now" >"$out/tcp.txt"
 echo "fidelity.sh: TCP in the namespaces: $tcp_now"
+echo "fidelity.sh: priority $priority ($ranks ranks, $(nproc) cores)"
 
 # The ranks run at a higher priority than the rest of the machine (--priority), so that
 # other work on the host delays their wake-ups less. Every message goes eagerly: above
@@ -554,7 +561,7 @@ EOF
     for size in $calib_sizes; do
       one_f_one_b=$(python3 -c "import json,sys; print([i for i, c in enumerate(json.load(open(sys.argv[1]))['candidates'])
                                                         if c['schedule'] == '1f1b'][0])" "$out/calib/plan-$size.json")
-      mpi "$calib" replay --backend cpu --plan "$out/calib/plan-$size.json" --candidate "$one_f_one_b" \
+      mpi "$calib" replay --backend cpu "${replay_prio[@]}" --plan "$out/calib/plan-$size.json" --candidate "$one_f_one_b" \
         --pipeline "$out/calib/pipeline-$size.json" --iterations "$calib_it" --warmup 1 \
         --output "$out/calib/run-$level-$size.json" --timeline "$out/calib/run-$level-$size.trace.json" \
         >"$out/calib/replay-$level-$size.log" 2>&1 ||
@@ -736,7 +743,7 @@ EOF
       driver_pid=$!
       timing=(--start-at "$origin" --time-origin "$origin")
     fi
-    mpi "$calib" replay --backend cpu --plan "$dir/plan.json" --candidate "$i" --pipeline "$pipeline" \
+    mpi "$calib" replay --backend cpu "${replay_prio[@]}" --plan "$dir/plan.json" --candidate "$i" --pipeline "$pipeline" \
       --iterations "$iterations" --warmup "$warmup" --streams "$streams" "${timing[@]}" \
       --output "$dir/run-$i.json" --timeline "$dir/run-$i.trace.json" --stage-trace "$dir/stages-$i.csv" \
       >"$dir/replay-$i.log" 2>&1 || { cat "$dir/replay-$i.log" >&2; exit 1; }
