@@ -167,6 +167,8 @@ case "$cmd" in
       echo "== sim_bench --iterations $n (dataflow evaluator, what simulate uses)"
       build/tools/bench/sim_bench --iterations "$n" "$@"
     done
+    echo "== sim_bench kfkb k=4 against the speed-of-light yardstick, interleaved rounds"
+    tools/bench/yardstick.sh build || [ $? -eq 77 ]
     echo "== sim_bench --iterations 20 --evaluator events (the event engine)"
     build/tools/bench/sim_bench --iterations 20 --evaluator events "$@"
     # The schedules of today's runtimes on the same 64 model stages (docs/performance.md).
