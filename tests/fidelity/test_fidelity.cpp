@@ -930,29 +930,39 @@ TEST(Testbed, BucketProbe) {
 // measurement: on a run whose measurement is its own simulation, no bucket changes
 // nothing and a bucket of half a toy message makes every transfer faster; the measured
 // op durations change nothing when they are the profile's, and a forward measured 3 s
-// slower than its 1 s makes the prediction slower (a positive signed error).
-TEST(Testbed, ResimulatesARunWithATokenBucketOrItsMeasuredCompute) {
+// slower than its 1 s makes the prediction slower (a positive signed error); on a
+// network with 0.5 s of latency, scaling it by 1 changes nothing and by 0 makes the
+// prediction faster (a negative signed error).
+TEST(Testbed, ResimulatesARunWithOneThingChanged) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
 #else
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
            {"/tmp", "nothing to change"},
+           {"--latency-scale -1 /tmp", "--latency-scale: must be >= 0"},
+           {"--latency-scale x /tmp", "--latency-scale: a factor >= 0, got 'x'"},
            {"--refit --measured-compute /tmp", "--refit: needs --burst-bytes"},
            {"--burst-bytes x /tmp", "--burst-bytes: a number of bytes or auto"},
            {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
     expect_refused("fidelity_resim.py", args, piece);
   testutil::TempDir dir;
   const std::string same = R"(0\.00 \( *[+-]0\.00\) +0\.00 \( *[+-]0\.00\))";
-  const std::vector<std::array<std::string, 3>> cases{
-      {"1", "--burst-bytes 0", "kfkb k=3 b=1 +0 +" + same},
-      {"1", "--burst-bytes 0.25", R"(kfkb k=3 b=1 +0\.25 +0\.00 \( *[+-]0\.00\) +[1-9][0-9]*\.[0-9]+ \( *-[0-9.]+\))"},
-      {"1", "--measured-compute", "kfkb k=3 b=1 +0 +" + same},
-      {"4", "--measured-compute", R"(kfkb k=3 b=1 +0 +0\.00 \( *[+-]0\.00\) +[1-9][0-9]*\.[0-9]+ \( *\+[0-9.]+\))"}};
+  // {network latency (s), SLOW_F, options, expected line}
+  const std::vector<std::array<std::string, 4>> cases{
+      {"0", "1", "--burst-bytes 0", "kfkb k=3 b=1 +0 +" + same},
+      {"0", "1", "--burst-bytes 0.25", R"(kfkb k=3 b=1 +0\.25 +0\.00 \( *[+-]0\.00\) +[1-9][0-9]*\.[0-9]+ \( *-[0-9.]+\))"},
+      {"0", "1", "--measured-compute", "kfkb k=3 b=1 +0 +" + same},
+      {"0", "4", "--measured-compute", R"(kfkb k=3 b=1 +0 +0\.00 \( *[+-]0\.00\) +[1-9][0-9]*\.[0-9]+ \( *\+[0-9.]+\))"},
+      {"0.5", "1", "--latency-scale 1", "kfkb k=3 b=1 +0 +" + same},
+      // Without its latency the prediction is faster than the measurement: a negative signed error.
+      {"0.5", "1", "--latency-scale 0", R"(kfkb k=3 b=1 +0 +0\.00 \( *[+-]0\.00\) +[1-9][0-9]*\.[0-9]+ \( *-[0-9.]+\))"}};
   for (std::size_t c = 0; c < cases.size(); ++c) {
-    const auto& [slow_f, args, expected] = cases[c];
+    const auto& [latency, slow_f, args, expected] = cases[c];
     int rc = 0;
-    const std::string out = shell(fmt::format("'{}/tests/fidelity/resim_fixture.sh' '{}' '{}/adagrouper' '{}/c{}' {} {} 2>&1",
-                                              SOURCE_ROOT, SOURCE_ROOT, BUILD_ROOT, dir.path().string(), c, slow_f, args),
+    const std::string out = shell(fmt::format("NET_LATENCY={} '{}/tests/fidelity/resim_fixture.sh' '{}' '{}/adagrouper' "
+                                              "'{}/c{}' {} {} 2>&1",
+                                              latency, SOURCE_ROOT, SOURCE_ROOT, BUILD_ROOT, dir.path().string(), c,
+                                              slow_f, args),
                                   rc);
     ASSERT_EQ(rc, 0) << out;
     EXPECT_THAT(out, ContainsRegex(expected)) << args << "\n" << out;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Re-simulates the candidates of fidelity runs with one thing changed, against the same measurements.
 
-    tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit]] [--measured-compute] OUT [OUT ...]
+    tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit]] [--measured-compute]
+                                    [--latency-scale S] OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
 writes it), each candidate is simulated again with the same plan, pipeline, network,
@@ -24,6 +25,10 @@ recorded rates (recorded-I.csv, recorded-I-F-T.csv).
 it (stages-I.csv, `simulate --stage-trace`) instead of the profile's, so that what is
 left of the error is the network's and the schedule's, not the host's CPU (ranks that
 share cores, a descheduled thread).
+
+--latency-scale S: every channel's latency (latency_s, top-level and per channel) times
+S. A diagnostic, not a model: how much of the error the calibrated latency explains
+(docs/fidelity.md, "The host's CPU, op by op").
 
 Prints, per run directory and candidate, the MAPE of the run's own prediction and of
 the changed one, each with its mean signed error per iteration in parentheses (+: the
@@ -118,12 +123,21 @@ def refit(d, burst):
     return path, max(float(x) for x in levels)
 
 
-def resim_network(d, i, burst, refitted):
-    """The network of candidate i's new prediction: the run's own without a bucket, else
-    net-resim-I.json with the bucket, its channels refitted (refitted: the calibration and
-    its highest rate) or as the run had them."""
+def scale_latency(net, scale, path):
+    """Every latency_s of network `net` (read from `path`) times `scale`."""
+    for where in [net] + net.get("channels", []):
+        if "latency_s" in where:
+            if not isinstance(where["latency_s"], (int, float)):
+                fail(f"{path}: latency_s: --latency-scale needs a number of seconds, got {where['latency_s']!r}")
+            where["latency_s"] *= scale
+
+
+def resim_network(d, i, burst, refitted, latency_scale):
+    """The network of candidate i's new prediction: the run's own when nothing in it
+    changes, else net-resim-I.json: with the bucket, its channels refitted (refitted: the
+    calibration and its highest rate) or as the run had them, and its latencies scaled."""
     own = os.path.join(d, f"net-sim-{i}.json")
-    if not burst:
+    if not burst and latency_scale is None:
         return own
     path = os.path.join(d, f"net-resim-{i}.json")
     if refitted:
@@ -132,9 +146,13 @@ def resim_network(d, i, burst, refitted):
             fidelity_calib.network(refitted[0], refitted[1], path, "trace", recorded, True, burst)
         else:  # the constant scenario: its one rate
             fidelity_calib.network(refitted[0], refitted[1], path, "constant", bucket=burst)
-        return path
-    net = json.load(open(own))
-    net["burst_bytes"] = burst
+        net = json.load(open(path))
+    else:
+        net = json.load(open(own))
+        if burst:
+            net["burst_bytes"] = burst
+    if latency_scale is not None:
+        scale_latency(net, latency_scale, own)
     with open(path, "w") as f:
         json.dump(net, f, indent=1)
     return path
@@ -157,7 +175,7 @@ def compare(exe, d, pairs_name, out_name):
             for c in doc["comparisons"]]
 
 
-def resim(exe, d, burst, with_refit, measured_compute):
+def resim(exe, d, burst, with_refit, measured_compute, latency_scale):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
     refitted = refit(d, burst) if with_refit else None
@@ -174,7 +192,7 @@ def resim(exe, d, burst, with_refit, measured_compute):
                     fail(f"{d}: --measured-compute: no stages-{i}.csv (the replay's measured op durations)")
                 args += ["--stage-trace", stages]
             call([exe, "simulate", "--plan", os.path.join(d, "plan.json"), "--candidate", i, "--pipeline", pipeline,
-                  "--network", resim_network(d, i, burst, refitted), *args, "--output",
+                  "--network", resim_network(d, i, burst, refitted, latency_scale), *args, "--output",
                   os.path.join(d, f"sim-resim-{i}.json")])
             out.write(f"sim-resim-{i}.json {run_name}\n")
     return compare(exe, d, "pairs.txt", "compare-resim-base.json"), compare(exe, d, "pairs-resim.txt",
@@ -199,12 +217,15 @@ def main():
     ap.add_argument("--burst-bytes", help="a token bucket of this many bytes on every channel, or auto (the run's tbf bucket)")
     ap.add_argument("--refit", action="store_true", help="fit the run's calibration again with the bucket")
     ap.add_argument("--measured-compute", action="store_true", help="each op as long as the replay measured it")
+    ap.add_argument("--latency-scale", help="every channel's latency times this factor (a diagnostic)")
     ap.add_argument("out", nargs="+")
     ap.error = fail  # one line, exit 2
     a = ap.parse_args()
     a.burst_bytes = burst_arg(a.burst_bytes)
-    if a.burst_bytes is None and not a.measured_compute:
-        fail("nothing to change: give --burst-bytes B|auto, --measured-compute, or both")
+    if a.latency_scale is not None:
+        a.latency_scale = fidelity_calib.number(a.latency_scale, "--latency-scale", fail, "a factor >= 0")
+    if a.burst_bytes is None and not a.measured_compute and a.latency_scale is None:
+        fail("nothing to change: give --burst-bytes B|auto, --measured-compute or --latency-scale S")
     if a.refit and a.burst_bytes is None:
         fail("--refit: needs --burst-bytes (the bucket the fit assumes)")
     if not os.access(a.adagrouper, os.X_OK):
@@ -212,11 +233,12 @@ def main():
     rows = []
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
-        base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute)
+        base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale)
         shown = burst if a.burst_bytes is not None else own_bucket(d)
         rows += [(d, label, shown, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
     what = ", ".join(x for x, on in (("refit", a.refit), ("bucket", a.burst_bytes is not None),
-                                       ("measured compute", a.measured_compute)) if on)
+                                       ("measured compute", a.measured_compute),
+                                       (f"latency x {a.latency_scale or 0:g}", a.latency_scale is not None)) if on)
     print(f"{'run directory':40} {'candidate':28} {'bucket B':>9} {'MAPE % (signed)':>16}  {what}")
     for d, label, burst, m0, e0, m1, e1 in rows:
         print(f"{d[-40:]:40} {label[:28]:28} {burst:9.6g} {m0:7.2f} ({e0:+6.2f}) {m1:13.2f} ({e1:+6.2f})")
