@@ -616,6 +616,13 @@ void expect_send_recv_pairs(std::map<std::pair<int, int>, std::vector<json>>& re
   }
 }
 
+// The 2-stage fidelity pipeline planned on its 200 Mbit/s links into `plan_path`.
+clirunner::Outcome plan_two_stages(const fs::path& plan_path) {
+  return clirunner::run_adagrouper("plan --pipeline configs/fidelity/pipeline-2.json --network "
+                                   "configs/fidelity/net-200mbit.json --output " + plan_path.string(),
+                                   plan_path.parent_path());
+}
+
 #endif
 
 TEST(Replay, TwoStagePlanUnderMpirun) {
@@ -624,9 +631,7 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
 #else
   TempDir tmp;
   const auto plan_path = tmp.path() / "plan.json";
-  auto r = clirunner::run_adagrouper("plan --pipeline configs/fidelity/pipeline-2.json --network "
-                                     "configs/fidelity/net-200mbit.json --output " + plan_path.string(),
-                                     tmp.path());
+  auto r = plan_two_stages(plan_path);
   ASSERT_EQ(r.rc, 0) << r.err;
   const fs::path run = tmp.path() / "run.json", raw = tmp.path() / "raw.jsonl", tl = tmp.path() / "run.trace.json",
                  st = tmp.path() / "stages.csv", sim_out = tmp.path() / "sim.json";
@@ -707,9 +712,7 @@ TEST(Replay, ComputeFifoRunsOrIsRefusedInOneLine) {
 #else
   TempDir tmp;
   const auto plan_path = tmp.path() / "plan.json";
-  auto r = clirunner::run_adagrouper("plan --pipeline configs/fidelity/pipeline-2.json --network "
-                                     "configs/fidelity/net-200mbit.json --output " + plan_path.string(),
-                                     tmp.path());
+  auto r = plan_two_stages(plan_path);
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto replay = [&](const std::string& args, int& rc) {
     return shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' "
