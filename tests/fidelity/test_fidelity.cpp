@@ -892,6 +892,9 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket fixed --calibrate p2p --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
            {"--tcp 'a b'", "--tcp: a congestion control's name"},
            {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
+           {"--calib-latency line", "--calib-latency: fit or tiny"},
+           {"--calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
+           {"--bucket fixed --model-bucket off --calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--priority fifo", "--priority: auto, rt, compute-rt, nice or none"},
            {"--seed", "--seed: needs a value"}})
     expect_refused("fidelity.sh", args, piece);
@@ -991,7 +994,8 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
 // The calibration's fit: on a link of 1 MB/s with 200 us of latency whose 20 kB bucket
 // gives every message a head start, the two sizes' times give the rate and the latency
 // back when the fit knows the bucket, and a faster rate (the latency clamped at 0)
-// when it does not. The network it writes carries the bucket; bad arguments are one
+// when it does not; messages within the bucket that took 100 us give that latency, and
+// the rate that goes with it through the large messages. The network it writes carries the bucket; bad arguments are one
 // line and exit status 2.
 TEST(Testbed, CalibrationFitsTheBucketsHeadStart) {
   int rc = 0;
@@ -1000,6 +1004,7 @@ TEST(Testbed, CalibrationFitsTheBucketsHeadStart) {
                   "a, b = (1e5, 0.0002 + 0.08), (4e5, 0.0002 + 0.38)\n"
                   "print(\"%.6g %.6g\" % f.fit_channel(a, b, 2e4))\n"
                   "print(\"%.6g %.6g\" % f.fit_channel(a, b))\n"
+                  "print(\"%.6g %.6g\" % f.fit_channel(a, b, 2e4, (1e4, 0.0001)))\n"
                   "d = tempfile.mkdtemp()\n"
                   "json.dump({{\"levels\": [{{\"nominal_bytes_per_s\": 1e6, \"channels\": [{{\"from\": 0, \"to\": 1, "
                   "\"latency_s\": 0.0002, \"efficiency\": 0.9}}]}}]}}, open(d + \"/c.json\", \"w\"))\n"
@@ -1009,11 +1014,13 @@ TEST(Testbed, CalibrationFitsTheBucketsHeadStart) {
                   SOURCE_ROOT),
       rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "0.0002 1e+06\n0 1.05208e+06\n20000.0 {'constant': 900000.0} 0.0002\n");
+  EXPECT_EQ(out, "0.0002 1e+06\n0 1.05208e+06\n0.0001 999737\n20000.0 {'constant': 900000.0} 0.0002\n");
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
            {"", "usage: fidelity_calib.py fit"},
            {"fit /tmp small x", "fit: LEVEL: a number, got 'x'"},
-           {"fit /tmp 'small large tiny' 1e6", "SIZES is 'small large' or one of them"},
+           {"fit /tmp 'small huge' 1e6", "SIZES is 'small large' or one of them, with tiny or not"},
+           {"fit /tmp 'large large' 1e6", "SIZES is 'small large' or one of them, with tiny or not"},
+           {"fit /tmp 'small large tiny' 1e6", "SIZES tiny: needs --bucket-bytes B > 0"},
            {"fit /tmp small 1e6 --bucket-bytes -1", "--bucket-bytes: must be >= 0"},
            {"network c.json 1e6 n.json trace", "KIND is constant, or trace followed by RATES_CSV"}})
     expect_refused("fidelity_calib.py", args, piece);
@@ -1093,16 +1100,19 @@ TEST(Testbed, ReducedRunEndToEnd) {
 }
 
 // With tbf's bucket constant (--bucket fixed) the model holds it: the calibration is
-// fitted with it, and the plan's network and every prediction's carry it.
+// fitted with it (its latency, with --calib-latency tiny, from messages of half the
+// bucket), and the plan's network and every prediction's carry it.
 TEST(Testbed, ReducedRunWithTheModelsBucket) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
 #else
   TempDir tmp;
   int rc = 0;
-  const std::string out = shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --bucket fixed --build '{}' --out '{}' 2>&1",
-                                            SOURCE_ROOT, BUILD_ROOT, tmp.path().string()),
-                                rc);
+  const std::string out =
+      shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --bucket fixed --calib-latency tiny --build '{}' "
+                        "--out '{}' 2>&1",
+                        SOURCE_ROOT, BUILD_ROOT, tmp.path().string()),
+            rc);
   if (rc == 77) GTEST_SKIP() << out;
   ASSERT_EQ(rc, 0) << out;
   std::smatch m;
@@ -1111,6 +1121,12 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
   const double bucket = std::stod(m[1].str());
   const json calibration = json::parse(clirunner::slurp(tmp.path() / "calibration.json"));
   EXPECT_EQ(calibration.value("bucket_bytes", 0.0), bucket) << calibration.dump();
+  // The latency from messages of half the bucket, replayed beside the large ones.
+  EXPECT_EQ(calibration.value("latency_from", ""), "tiny") << calibration.dump();
+  const json tiny = json::parse(clirunner::slurp(tmp.path() / "calib" / "pipeline-tiny.json"));
+  EXPECT_EQ(tiny["stages"][0]["profile"][0]["output_bytes"].get<double>(), std::floor(bucket / 2));
+  for (const auto& level : calibration["levels"])
+    for (const auto& ch : level["channels"]) EXPECT_GE(ch["latency_s"].get<double>(), 0) << ch.dump();
   int networks = 0;
   for (const auto& e : fs::directory_iterator(tmp.path() / "preempted")) {
     const std::string name = e.path().filename().string();

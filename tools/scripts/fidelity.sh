@@ -104,6 +104,12 @@
 #                      lowest) and --calibrate replay. off: the fit clamps the head start
 #                      into the rate, no bucket in the model. auto: on where it can be;
 #                      docs/fidelity.md, "The bucket in the model, with Reno"
+#   --calib-latency L  fit (default) or tiny: where each channel's latency comes from.
+#                      fit: the line through the small and large messages' times.
+#                      tiny (needs the model's bucket): a third calibration replay of
+#                      messages of half the bucket, with ops long enough for the bucket
+#                      to refill between them, so that a message leaves at once and its
+#                      time is the latency; the rate then comes from the large messages
 #   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): reno
 #                      (default: it keeps a shaped link busy at the shaper's rate whatever
 #                      the traffic, as the model's channel is; with BBR and CUBIC the
@@ -136,7 +142,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto
+shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=fit
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
@@ -211,6 +217,7 @@ run_random_scenarios() {
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
+        --calib-latency "$calib_latency" \
         --tcp-idle-restart "$tcp_idle" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -286,6 +293,7 @@ while [ $# -gt 0 ]; do
     --bucket) bucket=${2:-}; shift 2 ;;
     --bucket-ms) bucket_ms=${2:-}; shift 2 ;;
     --model-bucket) model_bucket=${2:-}; shift 2 ;;
+    --calib-latency) calib_latency=${2:-}; shift 2 ;;
     --tcp) tcp_cc=${2:-}; shift 2 ;;
     --tcp-idle-restart) tcp_idle=${2:-}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -314,6 +322,12 @@ case "$model_bucket" in
         die "--model-bucket on: needs a bucket that never changes (--bucket fixed or lowest) and --calibrate replay" ;;
   off) ;;
   *) die "--model-bucket: auto, on or off, got '$model_bucket'" ;;
+esac
+case "$calib_latency" in
+  fit) ;;
+  tiny) [ "$model_bucket" = on ] || die "--calib-latency tiny: needs the model's bucket (--bucket fixed or lowest)"
+        calib_sizes="$calib_sizes tiny" ;;
+  *) die "--calib-latency: fit or tiny, got '$calib_latency'" ;;
 esac
 [[ "$tcp_cc" =~ ^[a-z0-9_]+$ ]] || die "--tcp: a congestion control's name (reno, cubic, bbr) or host, got '$tcp_cc'"
 case "$tcp_idle" in on | off | host) ;; *) die "--tcp-idle-restart: on, off or host, got '$tcp_idle'" ;; esac
@@ -534,21 +548,28 @@ echo "== calibrate ($calibrate): $ranks ranks; shaped rates (B/s): $levels"
 mkdir -p "$out/calib"
 if [ "$calibrate" = replay ]; then
   for size in $calib_sizes; do
-    python3 - "$pipeline" "$out/calib/pipeline-$size.json" "$size" "$ranks" <<'EOF'
+    python3 - "$pipeline" "$out/calib/pipeline-$size.json" "$size" "$ranks" "$fixed_burst" $levels <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
 sizes = sorted({e[k] for st in p["stages"] for e in st["profile"] for k in ("output_bytes", "grad_output_bytes")
                 if k in e and e[k] > 0})
 size = sizes[0] if sys.argv[3] == "small" else sizes[-1]
-p["name"] += "-calibration-" + sys.argv[3]
+op_s = 50e-6
 p["description"] = f"50 us ops and messages of {size} bytes: both directions of every link busy"
+if sys.argv[3] == "tiny":
+    # Half the bucket, and ops as long as the bucket takes to refill at the lowest rate:
+    # every message finds the bucket full and leaves at once.
+    bucket = float(sys.argv[5])
+    size, op_s = int(bucket / 2), bucket / min(float(x) for x in sys.argv[6:])
+    p["description"] = f"ops of {op_s * 1e3:.3g} ms and messages of {size} bytes, half tbf's bucket: the latency"
+p["name"] += "-calibration-" + sys.argv[3]
 p["global_batch_size"] = 8
 p.pop("memory_limit_bytes", None)
 p.pop("partition", None)
 p["stages"] = p["stages"][:int(sys.argv[4])]  # one stage per rank (a pipeline of more model stages: its first)
 for st in p["stages"]:
     st["optimizer_s"] = 0.0
-    st["profile"] = [{"micro_batch_size": 1, "forward_s": 50e-6, "backward_s": 50e-6, "activation_bytes": 0,
+    st["profile"] = [{"micro_batch_size": 1, "forward_s": op_s, "backward_s": op_s, "activation_bytes": 0,
                       "output_bytes": size, "grad_output_bytes": size}]
 json.dump(p, open(sys.argv[2], "w"), indent=1)
 EOF

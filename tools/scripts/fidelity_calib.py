@@ -11,8 +11,10 @@ gives a channel's median transfer time, and the two sizes the line through the t
 medians; a latency outside [0, 1 ms] (noise, or the head start of a shaper's bucket) is
 clamped and the rate taken from the large messages. With --bucket-bytes B the fit
 assumes a token bucket of B bytes in front of the rate (docs/model.md, "Shaped links"),
-full at each message, so that a message of x bytes takes L + (x - B) / R. Prints the
-calibration JSON.
+full at each message, so that a message of x bytes takes L + (x - B) / R. SIZES may
+also name tiny (with --bucket-bytes only): replays of messages smaller than the bucket,
+spaced for it to refill, which leave at once; their median time is then the latency,
+and the rate comes from the largest other size with it. Prints the calibration JSON.
 
 network: a network file FILE with the calibrated channels of CALIBRATION. KIND
 constant: each channel's effective rate at the shaped rate NOMINAL; trace: RATES_CSV
@@ -45,11 +47,15 @@ def medians(path):
     return {k: (v[0][0], statistics.median(t for _, t in v), len(v)) for k, v in per.items()}
 
 
-def fit_channel(small, large, bucket=0.0):
+def fit_channel(small, large, bucket=0.0, tiny=None):
     """(latency, rate) through (bytes, seconds) of the small and the large messages (small
-    None: one size), with a bucket of `bucket` bytes giving each message a head start."""
+    None: one size), with a bucket of `bucket` bytes giving each message a head start;
+    with `tiny`, (bytes, seconds) of messages within the bucket, the latency is its time."""
     xb, tb = large
     lat, rate = 0.0, (xb - bucket) / tb
+    if tiny is not None:
+        lat = min(max(tiny[1], 0.0), tb / 2)
+        return lat, (xb - bucket) / (tb - lat)
     if small is not None:
         xa, ta = small
         if tb > ta and xb > xa:
@@ -67,7 +73,8 @@ def fit(calib_dir, sizes, levels, bucket=0.0):
     out = []
     for name in levels:
         level = float(name)
-        runs = [medians(os.path.join(calib_dir, f"run-{name}-{s}.trace.json")) for s in sizes]
+        runs = [medians(os.path.join(calib_dir, f"run-{name}-{s}.trace.json")) for s in sizes if s != "tiny"]
+        tiny = medians(os.path.join(calib_dir, f"run-{name}-tiny.trace.json")) if "tiny" in sizes else None
         chans = []
         for (f, t) in sorted(runs[0], key=lambda c: (c[0] > c[1], min(c))):
             (xb, tb, nb) = runs[-1][(f, t)]
@@ -76,13 +83,17 @@ def fit(calib_dir, sizes, levels, bucket=0.0):
             if len(runs) == 2:
                 (xa, ta, na) = runs[0][(f, t)]
                 small, n = (xa, ta), n + na
-            lat, rate = fit_channel(small, (xb, tb), bucket)
+            if tiny is not None:
+                n += tiny[(f, t)][2]
+            lat, rate = fit_channel(small, (xb, tb), bucket, tiny[(f, t)][:2] if tiny is not None else None)
             chans.append({"from": f, "to": t, "latency_s": lat, "rate": rate, "efficiency": rate / level,
                           "samples": n})
         out.append({"nominal_bytes_per_s": level, "channels": chans})
     doc = {"method": "replay", "levels": out}
     if bucket > 0:
         doc["bucket_bytes"] = bucket
+    if "tiny" in sizes:
+        doc["latency_from"] = "tiny"  # messages within the bucket, not the line's intercept
     return doc
 
 
@@ -145,8 +156,11 @@ def main(argv):
         del argv[i:i + 2]
     if len(argv) >= 4 and argv[0] == "fit":
         sizes = argv[2].split()
-        if not 1 <= len(sizes) <= 2:
-            fail(f"fit: SIZES is 'small large' or one of them, got '{argv[2]}'")
+        lines = [x for x in sizes if x != "tiny"]
+        if not 1 <= len(lines) <= 2 or not set(lines) <= {"small", "large"} or len(set(sizes)) != len(sizes):
+            fail(f"fit: SIZES is 'small large' or one of them, with tiny or not, got '{argv[2]}'")
+        if "tiny" in sizes and not bucket > 0:
+            fail("fit: SIZES tiny: needs --bucket-bytes B > 0 (a message smaller than the bucket)")
         for x in argv[3:]:
             number(x, "fit: LEVEL")
         json.dump(fit(argv[1], sizes, argv[3:], bucket), sys.stdout, indent=1)
