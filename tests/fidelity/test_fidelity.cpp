@@ -892,7 +892,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket fixed --calibrate p2p --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
            {"--tcp 'a b'", "--tcp: a congestion control's name"},
            {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
-           {"--calib-latency line", "--calib-latency: fit or tiny"},
+           {"--calib-latency line", "--calib-latency: auto, fit or tiny"},
            {"--calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--bucket fixed --model-bucket off --calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--priority fifo", "--priority: auto, rt, compute-rt, nice or none"},

@@ -104,12 +104,13 @@
 #                      lowest) and --calibrate replay. off: the fit clamps the head start
 #                      into the rate, no bucket in the model. auto: on where it can be;
 #                      docs/fidelity.md, "The bucket in the model, with Reno"
-#   --calib-latency L  fit (default) or tiny: where each channel's latency comes from.
-#                      fit: the line through the small and large messages' times.
+#   --calib-latency L  auto (default), fit or tiny: where each channel's latency comes
+#                      from. fit: the line through the small and large messages' times.
 #                      tiny (needs the model's bucket): a third calibration replay of
 #                      messages of half the bucket, with ops long enough for the bucket
 #                      to refill between them, so that a message leaves at once and its
-#                      time is the latency; the rate then comes from the large messages
+#                      time is the latency; the rate then comes from the large messages.
+#                      auto: tiny with the model's bucket, else fit
 #   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): reno
 #                      (default: it keeps a shaped link busy at the shaper's rate whatever
 #                      the traffic, as the model's channel is; with BBR and CUBIC the
@@ -142,7 +143,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=fit
+shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
@@ -323,11 +324,12 @@ case "$model_bucket" in
   off) ;;
   *) die "--model-bucket: auto, on or off, got '$model_bucket'" ;;
 esac
+[ "$calib_latency" != auto ] || { [ "$model_bucket" = on ] && calib_latency=tiny || calib_latency=fit; }
 case "$calib_latency" in
   fit) ;;
   tiny) [ "$model_bucket" = on ] || die "--calib-latency tiny: needs the model's bucket (--bucket fixed or lowest)"
         calib_sizes="$calib_sizes tiny" ;;
-  *) die "--calib-latency: fit or tiny, got '$calib_latency'" ;;
+  *) die "--calib-latency: auto, fit or tiny, got '$calib_latency'" ;;
 esac
 [[ "$tcp_cc" =~ ^[a-z0-9_]+$ ]] || die "--tcp: a congestion control's name (reno, cubic, bbr) or host, got '$tcp_cc'"
 case "$tcp_idle" in on | off | host) ;; *) die "--tcp-idle-restart: on, off or host, got '$tcp_idle'" ;; esac
@@ -460,7 +462,7 @@ burst_args=(--burst "$fixed_burst")
 [ "$bucket" != per-rate ] ||
   burst_args=(--burst "$(burst_of "$rate_bytes")")
 "${netns[@]}" rate-all "$rate" --shaper "$shaper" "${burst_args[@]}" >/dev/null
-echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; the model's bucket $model_bucket"
+echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; the model's bucket $model_bucket, latency $calib_latency"
 "${netns[@]}" gso "$gso_bytes" ||
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
