@@ -532,7 +532,9 @@ net_snapshot() {
 # of its largest; each gives a channel's median time per message (from the measured
 # timeline), and the two sizes give L and R. With the model's bucket (--model-bucket on)
 # a message of x bytes takes L + (x - B) / R, B tbf's bucket: most of these messages
-# start on an idle link and get the bucket at once. `p2p` uses adagrouper-calib p2p's
+# start on an idle link and get the bucket at once; and with --calib-latency tiny a
+# third replay, of messages of B / 2 spaced for the bucket to refill, gives L directly
+# (they leave at once), R then coming from the largest size. `p2p` uses adagrouper-calib p2p's
 # samples instead (at the constant rate only). Rates between calibrated levels
 # interpolate the efficiency R / shaped rate linearly.
 if [ "$scenario" = constant ]; then

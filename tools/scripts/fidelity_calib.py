@@ -53,7 +53,7 @@ def fit_channel(small, large, bucket=0.0, tiny=None):
     with `tiny`, (bytes, seconds) of messages within the bucket, the latency is its time."""
     xb, tb = large
     lat, rate = 0.0, (xb - bucket) / tb
-    if tiny is not None:
+    if tiny is not None:  # capped, so that a stray tiny time cannot leave no time for the bytes
         lat = min(max(tiny[1], 0.0), tb / 2)
         return lat, (xb - bucket) / (tb - lat)
     if small is not None:
