@@ -17,9 +17,10 @@ run directory, or OUT.log beside a shipped scenario's OUT, when its output was s
 there). With --refit the channels are also fitted again with the bucket in the fit
 (fidelity_calib.py fit --bucket-bytes B, on the run's own calibration replays in calib/
 above it): those replays start most messages on an idle link, so their head start is
-in the fitted rate unless the fit knows the bucket. --refit writes
-calibration-refit.json into the run directory, and the networks from it and the run's
-recorded rates (recorded-I.csv, recorded-I-F-T.csv).
+in the fitted rate unless the fit knows the bucket. The refit takes the small and large
+replays only: for a run calibrated with --calib-latency tiny it is the two-size line.
+--refit writes calibration-refit.json into the run directory, and the networks from it
+and the run's recorded rates (recorded-I.csv, recorded-I-F-T.csv).
 
 --measured-compute: every op of candidate I takes the duration the replay measured for
 it (stages-I.csv, `simulate --stage-trace`) instead of the profile's, so that what is
@@ -32,7 +33,8 @@ S. A diagnostic, not a model: how much of the error the calibrated latency expla
 
 Prints, per run directory and candidate, the MAPE of the run's own prediction and of
 the changed one, each with its mean signed error per iteration in parentheses (+: the
-measurement was faster), and the bucket (bytes) of the changed one's channels; writes net-resim-I.json (with a bucket), sim-resim-I.json,
+measurement was faster), and the bucket (bytes) of the changed one's channels; writes
+net-resim-I.json (with a bucket or scaled latencies), sim-resim-I.json,
 pairs-resim.txt and compare-resim.json into the run directory.
 
 Exit status 2 with one line on bad arguments or a directory that is not a fidelity run.
