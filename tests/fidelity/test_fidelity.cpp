@@ -896,6 +896,8 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--bucket fixed --model-bucket off --calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--priority fifo", "--priority: auto, rt, compute-rt, nice or none"},
+           {"--queue deep", "--queue: auto, per-rate or fixed"},
+           {"--random-scenarios 2 --queue 1e6", "--queue: auto, per-rate or fixed"},
            {"--seed", "--seed: needs a value"}})
     expect_refused("fidelity.sh", args, piece);
 #endif
@@ -1101,7 +1103,8 @@ TEST(Testbed, ReducedRunEndToEnd) {
 
 // With tbf's bucket constant (--bucket fixed) the model holds it: the calibration is
 // fitted with it (its latency, with --calib-latency tiny, from messages of half the
-// bucket), and the plan's network and every prediction's carry it.
+// bucket), and the plan's network and every prediction's carry it. The queue is kept in
+// bytes too (--queue fixed): tc takes it at every change.
 TEST(Testbed, ReducedRunWithTheModelsBucket) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
@@ -1109,7 +1112,8 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
   TempDir tmp;
   int rc = 0;
   const std::string out =
-      shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --bucket fixed --calib-latency tiny --build '{}' "
+      shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --bucket fixed --calib-latency tiny --queue fixed "
+                        "--build '{}' "
                         "--out '{}' 2>&1",
                         SOURCE_ROOT, BUILD_ROOT, tmp.path().string()),
             rc);
@@ -1119,6 +1123,8 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(bucket fixed \(([0-9]+) bytes at every rate\).*the model's bucket on)")))
       << out;
   const double bucket = std::stod(m[1].str());
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(queue fixed \(([0-9]+) bytes\))"))) << out;
+  EXPECT_GE(std::stod(m[1].str()), 131072.0);
   const json calibration = json::parse(clirunner::slurp(tmp.path() / "calibration.json"));
   EXPECT_EQ(calibration.value("bucket_bytes", 0.0), bucket) << calibration.dump();
   // The latency from messages of half the bucket, replayed beside the large ones.

@@ -36,8 +36,9 @@
 #   --priority P       the ranks' scheduling priority: rt (chrt -f 10, SCHED_FIFO; their
 #                      threads sleep while they wait), compute-rt (nice -n -10, and each
 #                      rank's compute thread SCHED_FIFO 10: replay --compute-fifo), nice
-#                      (nice -n -10) or none; default auto: rt where permitted and ranks
-#                      < cores, else nice
+#                      (nice -n -10) or none; default auto, where SCHED_FIFO is
+#                      permitted: rt with fewer ranks than cores, compute-rt with as
+#                      many, else nice (each drawn scenario by its own ranks)
 #   --streams S        replay streams: plan (one send and one recv stream per stage) or
 #                      channel (one per channel end) (default plan)
 #   --pipeline FILE    pipeline (default configs/fidelity/pipeline-N.json; with
@@ -92,6 +93,14 @@
 #                      of tokens at any rate. fixed and lowest: tbf only;
 #                      docs/fidelity.md, "Keeping the bucket constant", "The bucket in
 #                      the model, with Reno"
+#   --queue Q          auto (default), per-rate or fixed: the shaper's queue limit. auto:
+#                      fixed with --bucket fixed or lowest, else per-rate. per-rate: 50
+#                      ms of the rate plus the bucket, recomputed at every change (tbf's
+#                      latency 50ms), so a fall shrinks the queue under what it holds
+#                      and what arrives next is dropped. fixed: 50 ms of the run's
+#                      highest rate plus its bucket, at least 128 KiB, in bytes at every
+#                      rate, as a switch's buffer; docs/fidelity.md, "A queue that
+#                      shrinks at a fall"
 #   --bucket-ms MS     the bucket's length in ms of the rate it is taken from (default 1):
 #                      each rate's (per-rate), the highest (fixed) or the lowest (lowest);
 #                      at least 4096 bytes. Experimental; docs/fidelity.md, "The
@@ -143,7 +152,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto
+shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
@@ -218,7 +227,7 @@ run_random_scenarios() {
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
-        --calib-latency "$calib_latency" \
+        --calib-latency "$calib_latency" --queue "$queue_kind" \
         --tcp-idle-restart "$tcp_idle" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -293,6 +302,7 @@ while [ $# -gt 0 ]; do
     --shaper) shaper=${2:-}; shift 2 ;;
     --bucket) bucket=${2:-}; shift 2 ;;
     --bucket-ms) bucket_ms=${2:-}; shift 2 ;;
+    --queue) queue_kind=${2:-}; shift 2 ;;
     --model-bucket) model_bucket=${2:-}; shift 2 ;;
     --calib-latency) calib_latency=${2:-}; shift 2 ;;
     --tcp) tcp_cc=${2:-}; shift 2 ;;
@@ -333,22 +343,9 @@ case "$calib_latency" in
 esac
 [[ "$tcp_cc" =~ ^[a-z0-9_]+$ ]] || die "--tcp: a congestion control's name (reno, cubic, bbr) or host, got '$tcp_cc'"
 case "$tcp_idle" in on | off | host) ;; *) die "--tcp-idle-restart: on, off or host, got '$tcp_idle'" ;; esac
-if [ "$priority" = auto ]; then
-  # SCHED_FIFO only while every rank has a core of its own and one is left: MPI's
-  # collectives poll, and a polling SCHED_FIFO rank never yields its core to a rank of
-  # the same priority (4 ranks on 2 cores livelocked).
-  # (compute-rt, only each rank's compute thread under SCHED_FIFO, is safe with more
-  # ranks than that, but measured no better: docs/fidelity.md.)
-  if [ "$ranks" -lt "$(nproc)" ] && chrt -f 10 true 2>/dev/null; then priority=rt; else priority=nice; fi
-fi
-replay_prio=()
-case "$priority" in
-  none) prio=() ;;
-  nice) prio=(nice -n -10) ;;
-  rt) prio=(chrt -f 10) ;;
-  compute-rt) prio=(nice -n -10) replay_prio=(--compute-fifo 10) ;;
-  *) die "--priority: auto, rt, compute-rt, nice or none" ;;
-esac
+case "$queue_kind" in auto | per-rate | fixed) ;; *) die "--queue: auto, per-rate or fixed, got '$queue_kind'" ;; esac
+[ "$queue_kind" != auto ] || { [ "$bucket" = per-rate ] && queue_kind=per-rate || queue_kind=fixed; }
+case "$priority" in auto | none | nice | rt | compute-rt) ;; *) die "--priority: auto, rt, compute-rt, nice or none" ;; esac
 if [ -n "$families" ]; then
   [[ "$families" =~ ^[a-z0-9,-]+$ ]] || die "--families: a comma-separated list of families, got '$families'"
   [ "$ranks" -eq 2 ] || die "--families: needs --ranks 2 (the chain of namespaces links neighbours only)"
@@ -366,6 +363,23 @@ if [ "$random_n" -gt 0 ]; then
   run_random_scenarios
   exit 0
 fi
+if [ "$priority" = auto ]; then
+  # SCHED_FIFO only for threads that each have a core of their own: MPI's collectives
+  # poll, and a polling SCHED_FIFO thread never yields its core to one of the same
+  # priority (4 ranks on 2 cores livelocked under rt, and stalled under compute-rt).
+  # With a core left over the whole rank (rt); with one core per rank its compute
+  # thread alone (compute-rt: docs/fidelity.md, "The host's CPU, op by op").
+  if ! chrt -f 10 true 2>/dev/null || [ "$ranks" -gt "$(nproc)" ]; then priority=nice
+  elif [ "$ranks" -lt "$(nproc)" ]; then priority=rt
+  else priority=compute-rt; fi
+fi
+replay_prio=()
+case "$priority" in
+  none) prio=() ;;
+  nice) prio=(nice -n -10) ;;
+  rt) prio=(chrt -f 10) ;;
+  compute-rt) prio=(nice -n -10) replay_prio=(--compute-fifo 10) ;;
+esac
 [ -n "$pipeline" ] || pipeline="$root/configs/fidelity/pipeline-$ranks.json"
 [ -f "$pipeline" ] || die "--pipeline: no file $pipeline"
 [ -z "$trace" ] || [ -f "$trace" ] || die "--trace: no file $trace"
@@ -434,8 +448,9 @@ fi
 # most the smallest bucket the run sets (95% of it in whole 1514-byte frames, as TCP
 # counts a packet of n segments: n x (1448 + 66) bytes on the link). Also the bucket of
 # the run's highest rate (--bucket fixed: every change keeps it) and of its lowest
-# (--bucket lowest).
-read -r gso_bytes fixed_burst lowest_burst < <(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" "$bucket_ms" <<'EOF'
+# (--bucket lowest); and the queue of --queue fixed: 50 ms of the highest rate plus its
+# bucket, at least two 64 KiB packets.
+read -r gso_bytes fixed_burst lowest_burst fixed_queue < <(python3 - "$out/trace-unrolled.csv" "$rate_bytes" "$scenario" "$bucket_ms" <<'EOF'
 import csv, sys
 vals = [float(sys.argv[2])]
 if sys.argv[3] != "constant":
@@ -444,7 +459,8 @@ vals = [v for v in vals if v > 0]
 ms = float(sys.argv[4])
 burst = max(4096, int(min(vals) * ms / 1000))
 segs = max(1, int(0.95 * burst / 1514))
-print(segs * 1448 + 321, max(4096, int(max(vals) * ms / 1000)), burst)
+top = max(4096, int(max(vals) * ms / 1000))
+print(segs * 1448 + 321, top, burst, max(131072, int(max(vals) * 0.05) + top))
 EOF
 )
 if [ "$bucket" = lowest ]; then fixed_burst=$lowest_burst; fi
@@ -462,14 +478,15 @@ burst_args=(--burst "$fixed_burst")
 [ "$bucket" != per-rate ] ||
   burst_args=(--burst "$(burst_of "$rate_bytes")")
 "${netns[@]}" rate-all "$rate" --shaper "$shaper" "${burst_args[@]}" >/dev/null
-echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; the model's bucket $model_bucket, latency $calib_latency"
+echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; queue $queue_kind$([ "$queue_kind" = per-rate ] || echo " ($fixed_queue bytes)"); the model's bucket $model_bucket, latency $calib_latency"
 "${netns[@]}" gso "$gso_bytes" ||
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
 # change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight through
 # `tc -n` so that a change takes a few milliseconds. With --bucket fixed (lowest), the
-# burst is the run's highest (lowest) rate's at every rate.
+# burst is the run's highest (lowest) rate's at every rate; with --queue fixed, the queue
+# is $fixed_queue bytes at every rate.
 # With TC_LOG set (a file), appends "link,dev,start,end" (Unix times of each tc call,
 # from $EPOCHREALTIME: no fork) to it, for the fidelity attribution.
 # With --shaper htb, each device's class rate/ceil/burst and its bfifo's limit (tbf's
@@ -480,8 +497,11 @@ set_rate() {
   bits=$(awk -v v="$1" 'BEGIN { printf "%d", v * 8 }')
   burst=$(burst_of "$1")
   [ "$bucket" = per-rate ] || burst=$fixed_burst
+  local queue=(latency 50ms)
+  [ "$queue_kind" = per-rate ] || queue=(limit "$fixed_queue")
   if [ "$shaper" = htb ]; then
     limit=$(awk -v v="$1" -v b="$burst" 'BEGIN { l = int(v * 0.05) + b; printf "%d", l < 131072 ? 131072 : l }')
+    [ "$queue_kind" = per-rate ] || limit=$fixed_queue
     local d ns
     for ((i = 0; i + 1 < ranks; i++)); do
       for d in next prev; do
@@ -497,10 +517,10 @@ qdisc change dev $d parent 1:1 handle 10: bfifo limit $limit"
   fi
   for ((i = 0; i + 1 < ranks; i++)); do
     a=$EPOCHREALTIME
-    tc -n "${prefix}${i}" qdisc change dev next root tbf rate "${bits}bit" burst "$burst" latency 50ms
+    tc -n "${prefix}${i}" qdisc change dev next root tbf rate "${bits}bit" burst "$burst" "${queue[@]}"
     [ -z "${TC_LOG:-}" ] || echo "$i,next,$a,$EPOCHREALTIME" >>"$TC_LOG"
     a=$EPOCHREALTIME
-    tc -n "${prefix}$((i + 1))" qdisc change dev prev root tbf rate "${bits}bit" burst "$burst" latency 50ms
+    tc -n "${prefix}$((i + 1))" qdisc change dev prev root tbf rate "${bits}bit" burst "$burst" "${queue[@]}"
     [ -z "${TC_LOG:-}" ] || echo "$i,prev,$a,$EPOCHREALTIME" >>"$TC_LOG"
   done
 }
