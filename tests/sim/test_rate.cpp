@@ -199,6 +199,25 @@ TEST(RateCursor, NonDecreasingStarts) {
   EXPECT_DOUBLE_EQ(c.finish(104, 0.5), 104.25);
 }
 
+// Queries in order that leave the cursor's segment: into the next one (ending inside it
+// or on its end), into the next period, past a segment of rate 0, across two segments,
+// and with more work than a period holds. Dyadic numbers: every route is exact.
+TEST(RateCursor, QueriesThatCrossIntoTheNextSegment) {
+  const RateTrace c = RateTrace::piecewise({0, 2, 4, 6}, {4, 2, 1, 8}, 8);  // 30 per period
+  RateCursor cur(c);
+  EXPECT_EQ(cur.finish(1, 2), 1.5);     // inside [0, 2)
+  EXPECT_EQ(cur.finish(1.5, 6), 4.0);   // 2 by 2, then 4 at 2 B/s: on the next one's end
+  EXPECT_EQ(cur.finish(3, 4), 6.0);     // 2 by 4, then 2 at 1 B/s
+  EXPECT_EQ(cur.finish(5, 9), 7.0);     // 1 by 6, then 8 at 8 B/s in the last segment
+  EXPECT_EQ(cur.finish(7.5, 8), 9.0);   // 4 by 8, then 4 at 4 B/s in the next period
+  EXPECT_EQ(cur.finish(9, 40), 22.0);   // one whole period (30), then 4 by 18, 4 by 20, 2 at 1 B/s
+  EXPECT_EQ(cur.finish(25, 14), 30.5);  // 25 = 3 periods + 1: 4 + 4 + 2, then 4 at 8 B/s
+
+  const RateTrace b = trace_b();  // {2, 0, 1} on [0, 3), [3, 5), [5, 8)
+  RateCursor zero(b);
+  EXPECT_EQ(zero.finish(2, 4), 7.0);  // 2 by 3, nothing until 5, then 2 at 1 B/s
+}
+
 TEST(RateCursor, DecreasingStartsStillCorrect) {
   const RateTrace b = trace_b();
   RateCursor c(b);
