@@ -471,9 +471,28 @@ model_bucket_args=()
 # bucket never changes (--bucket fixed, lowest) splits a larger packet at enqueue to at most the
 # bucket that every later change keeps: no cap.
 [ "$shaper" = tbf ] && [ "$bucket" = per-rate ] || gso_bytes=65536
-# burst_of BYTES_PER_S: tbf's bucket of that rate under --bucket per-rate: --bucket-ms of
-# it, at least 4096 bytes (tbf needs at least rate / HZ to reach its rate).
-burst_of() { awk -v v="$1" -v ms="$bucket_ms" 'BEGIN { b = int(v * ms / 1000); printf "%d", b < 4096 ? 4096 : b }'; }
+# rate_awk PROGRAM [AWK OPTIONS]: awk with the functions that say how a rate is shaped:
+# per_rate_burst(v), tbf's bucket of v bytes/s under --bucket per-rate (--bucket-ms of
+# it, at least 4096 bytes: tbf needs at least rate / HZ to reach its rate), and
+# rate_params(v), "bits burst limit" as set_rate applies v: the run's bucket, and the
+# htb path's bfifo limit (50 ms of the rate plus the burst, at least 128 KiB; with
+# --queue fixed, $fixed_queue).
+rate_awk() {
+  local prog=$1
+  shift
+  awk -v ms="$bucket_ms" -v bucket="$bucket" -v fb="$fixed_burst" -v qk="$queue_kind" -v fq="$fixed_queue" "$@" '
+function per_rate_burst(v,   b) { b = int(v * ms / 1000); return b < 4096 ? 4096 : b }
+function rate_params(v,   b, l) {
+  b = bucket == "per-rate" ? per_rate_burst(v) : fb
+  l = int(v * 0.05) + b
+  if (l < 131072) l = 131072
+  if (qk != "per-rate") l = fq
+  return sprintf("%d %d %d", v * 8, b, l)
+}
+'"$prog"
+}
+# burst_of BYTES_PER_S: tbf's bucket of that rate under --bucket per-rate.
+burst_of() { rate_awk 'BEGIN { printf "%d", per_rate_burst(v) }' -v v="$1"; }
 burst_args=(--burst "$fixed_burst")
 [ "$bucket" != per-rate ] ||
   burst_args=(--burst "$(burst_of "$rate_bytes")")
@@ -493,15 +512,18 @@ echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fi
 # queue: 50 ms of the rate plus the burst, at least two 64 KiB packets, as netns.sh), in
 # one `tc -batch` call per device.
 set_rate() {
-  local bits burst i a limit
-  bits=$(awk -v v="$1" 'BEGIN { printf "%d", v * 8 }')
-  burst=$(burst_of "$1")
-  [ "$bucket" = per-rate ] || burst=$fixed_burst
+  local bits burst limit
+  read -r bits burst limit < <(rate_awk 'BEGIN { print rate_params(v) }' -v v="$1")
+  apply_rate "$bits" "$burst" "$limit"
+}
+
+# apply_rate BITS_PER_S BURST LIMIT: set_rate's tc calls, with no process but tc's (the
+# driver runs it above the ranks, and every fork there takes a core from them).
+apply_rate() {
+  local bits=$1 burst=$2 limit=$3 i a
   local queue=(latency 50ms)
   [ "$queue_kind" = per-rate ] || queue=(limit "$fixed_queue")
   if [ "$shaper" = htb ]; then
-    limit=$(awk -v v="$1" -v b="$burst" 'BEGIN { l = int(v * 0.05) + b; printf "%d", l < 131072 ? 131072 : l }')
-    [ "$queue_kind" = per-rate ] || limit=$fixed_queue
     local d ns
     for ((i = 0; i + 1 < ranks; i++)); do
       for d in next prev; do
@@ -658,45 +680,61 @@ network() {
 # applies each (time, bytes/s) of UNROLLED to every link at ORIGIN + time, and appends
 # to LOG when each change took effect (the middle of its tc calls, from ORIGIN).
 drive() {
-  local unrolled=$1 log=$2 origin=$3 t v now pause a b sleeper=""
+  local unrolled=$1 log=$2 origin=$3 t_us v bits burst limit a b m sleeper=""
   # Above the ranks (nice -10 or SCHED_FIFO 10): on a loaded host, a driver at the
   # default priority waited tens of ms for a core between its tc calls, and a change
   # took effect on the links one after the other over 30 to 80 ms (docs/fidelity.md).
-  # It sleeps between changes, so SCHED_FIFO takes no core from the ranks for long.
+  # It sleeps between changes, so SCHED_FIFO takes no core from the ranks for long; what
+  # it runs at a change is tc and nothing else (the times and each row's tc parameters
+  # are worked out before the run: every awk or date forked there delayed the ranks'
+  # ops, docs/fidelity.md "The driver's own processes").
   chrt -f -p 20 "$BASHPID" >/dev/null 2>&1 || renice -n -15 -p "$BASHPID" >/dev/null 2>&1 || true
   # Stop between tc changes, never in the middle of one.
   trap '[ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; exit 0' TERM
   echo "time_s,value" >"$log"
-  while IFS=, read -r t v; do
-    [[ "$t" =~ ^[0-9] ]] || continue
-    now=$(date +%s.%N)
-    pause=$(awk -v o="$origin" -v t="$t" -v n="$now" 'BEGIN { w = o + t - n; printf "%.6f", (w > 0 ? w : 0) }')
+  local origin_us t
+  us_of origin_us "$origin"
+  while read -r t t_us v bits burst limit; do
+    # The links' state 60 ms before the change (a snapshot takes a few tc calls).
     if [ -n "${NET_LOG:-}" ] && [ "$net_log" -eq 1 ]; then
-      # The links' state 60 ms before the change (a snapshot takes a few tc calls).
-      pause=$(awk -v p="$pause" 'BEGIN { w = p - 0.06; printf "%.6f", (w > 0 ? w : 0) }')
-      sleep "$pause" &
-      sleeper=$!
-      wait "$sleeper" || true
+      sleep_until $((origin_us + t_us - 60000))
       net_snapshot "$NET_LOG" "before-change $t $v"
-      now=$(date +%s.%N)
-      pause=$(awk -v o="$origin" -v t="$t" -v n="$now" 'BEGIN { w = o + t - n; printf "%.6f", (w > 0 ? w : 0) }')
     fi
-    sleep "$pause" &
-    sleeper=$!
-    wait "$sleeper" || true
-    sleeper=""
-    a=$(date +%s.%N)
-    set_rate "$v"
-    b=$(date +%s.%N)
+    sleep_until $((origin_us + t_us))
+    us_of a "$EPOCHREALTIME"
+    apply_rate "$bits" "$burst" "$limit"
+    us_of b "$EPOCHREALTIME"
     [ -z "${NET_LOG:-}" ] || [ "$net_log" -eq 0 ] || net_snapshot "$NET_LOG" "after-change $t $v"
     # The first value holds from time 0 (the rate before it is the same, or was set
     # a moment before).
-    awk -v o="$origin" -v a="$a" -v b="$b" -v v="$v" -v t="$t" \
-      'BEGIN { m = (a + b) / 2 - o; printf "%.6f,%s\n", (t == 0 ? 0 : (m > 0 ? m : 0)), v }' >>"$log"
-  done <"$unrolled"
+    m=$(((a + b) / 2 - origin_us))
+    ((t_us > 0 && m > 0)) || m=0
+    printf '%d.%06d,%s\n' $((m / 1000000)) $((m % 1000000)) "$v" >>"$log"
+  done < <(rate_awk '/^[0-9]/ { printf "%s %.0f %s %s\n", $1, $1 * 1e6, $2, rate_params($2) }' -F, <"$unrolled")
   sleep 100000 &
   sleeper=$!
   wait "$sleeper" || true
+}
+
+# us_of VAR SECONDS: VAR = a Unix time with six decimals ($EPOCHREALTIME's form, a comma
+# in some locales) in whole microseconds; no fork (a $(...) would be one).
+us_of() {
+  local -n us_out=$1
+  local s=${2//,/.}
+  us_out=$((10#${s%.*}${s#*.}))
+}
+
+# sleep_until US: sleeps until that Unix time in microseconds (at once when it passed).
+sleep_until() {
+  local now w pause
+  us_of now "$EPOCHREALTIME"
+  w=$(($1 - now))
+  ((w > 0)) || return 0
+  printf -v pause '%d.%06d' $((w / 1000000)) $((w % 1000000))
+  sleep "$pause" &
+  sleeper=$!
+  wait "$sleeper" || true
+  sleeper=""
 }
 
 # per_channel RECORDED TC_CALLS ORIGIN: beside RECORDED (time_s,value: the driver's
