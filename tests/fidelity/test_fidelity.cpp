@@ -1048,6 +1048,22 @@ TEST(Testbed, AttributionReadsTheBucketTcPrints) {
 #endif
 }
 
+// The compute ops that ran late, and those of them that overlap one of the driver's tc
+// calls: an op late by more than the threshold in a call, one late outside, one on time
+// in a call, one not in the simulation.
+TEST(Testbed, AttributionCountsLateOpsDuringTcCalls) {
+  int rc = 0;
+  const std::string out = shell(
+      fmt::format("cd '{}/tools/scripts' && python3 -c 'import fidelity_attribution as f\n"
+                  "measured = {{1: (0.0, 0.020), 2: (1.0, 0.020), 3: (2.0, 0.010), 4: (2.0, 0.5)}}\n"
+                  "simulated = {{1: (0.0, 0.010), 2: (1.0, 0.010), 3: (2.0, 0.010)}}\n"
+                  "print(f.late_during(measured, simulated, [(0.005, 0.006), (2.005, 2.02)], 0.005))' 2>&1",
+                  SOURCE_ROOT),
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "(2, 1, 3)\n");
+}
+
 TEST(Testbed, ReducedRunEndToEnd) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
@@ -1074,10 +1090,15 @@ TEST(Testbed, ReducedRunEndToEnd) {
   // a whole (recorded-I.csv) and per link, at the end of the tc call that changed it
   // (recorded-I-F-T.csv, what the simulation follows); and its tc calls and the links'
   // and TCP's counters around the replay.
-  int recorded = 0, per_link = 0, tc_calls = 0, netstat = 0;
+  int recorded = 0, per_link = 0, tc_calls = 0, netstat = 0, tc_batch = 0;
   for (const auto& e : fs::directory_iterator(tmp.path() / "preempted")) {
     const std::string name = e.path().filename().string();
     tc_calls += name.rfind("tc-calls-", 0) == 0;
+    if (name.rfind("tc-batch-", 0) == 0) {  // the driver's tc processes said nothing: every change applied
+      ++tc_batch;
+      EXPECT_EQ(clirunner::slurp(e.path()), "") << e.path();
+    }
+    EXPECT_FALSE(fs::is_fifo(e.path())) << e.path() << ": the driver's pipes are removed";
     netstat += name.rfind("netstat-", 0) == 0;
     if (name.rfind("recorded-", 0) != 0) continue;
     (std::count(name.begin(), name.end(), '-') == 1 ? recorded : per_link) += 1;
@@ -1086,6 +1107,7 @@ TEST(Testbed, ReducedRunEndToEnd) {
   EXPECT_EQ(recorded, 2);
   EXPECT_EQ(per_link, 4);  // 2 candidates x 2 links (0 -> 1, 1 -> 0)
   EXPECT_EQ(tc_calls, 2);
+  EXPECT_EQ(tc_batch, 2);
   EXPECT_EQ(netstat, 2);
   // The attribution of the error reads the run: every iteration and the MAPE.
   const std::string attribution =

@@ -142,8 +142,9 @@
 # scenario plan.json, net-plan.json, run-I.json / sim-I.json (measured / predicted
 # summaries of candidate I), run-I.trace.json / sim-I.trace.json (timelines),
 # recorded-I.csv and net-sim-I.json (preempted: the rates the driver applied during
-# candidate I's run, and the network simulated from them), tc-calls-I.csv and
-# netstat-I.txt (preempted: each tc call's start and end; the qdiscs' and TCP's counters
+# candidate I's run, and the network simulated from them), tc-calls-I.csv,
+# tc-batch-I.log and netstat-I.txt (preempted: each tc call's start and end; what the
+# driver's tc said, nothing when every change applied; the qdiscs' and TCP's counters
 # before and after the replay, see --net-log), pairs.txt, compare.json and
 # compare.txt. Exit status: 0 done (whatever the errors are), 77 skipped
 # (no adagrouper-calib, not root, or network namespaces not permitted), 1 failure,
@@ -502,10 +503,10 @@ echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fi
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
-# change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight through
-# `tc -n` so that a change takes a few milliseconds. With --bucket fixed (lowest), the
-# burst is the run's highest (lowest) rate's at every rate; with --queue fixed, the queue
-# is $fixed_queue bytes at every rate.
+# change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight
+# through `tc -n` (tc_run) so that a change takes a few milliseconds, in the driver less
+# than one. With --bucket fixed (lowest), the burst is the run's highest (lowest) rate's
+# at every rate; with --queue fixed, the queue is $fixed_queue bytes at every rate.
 # With TC_LOG set (a file), appends "link,dev,start,end" (Unix times of each tc call,
 # from $EPOCHREALTIME: no fork) to it, for the fidelity attribution.
 # With --shaper htb, each device's class rate/ceil/burst and its bfifo's limit (tbf's
@@ -518,7 +519,8 @@ set_rate() {
 }
 
 # apply_rate BITS_PER_S BURST LIMIT: set_rate's tc calls, with no process but tc's (the
-# driver runs it above the ranks, and every fork there takes a core from them).
+# driver runs it above the ranks, and every fork there takes a core from them); in the
+# driver, none at all (tc_run).
 apply_rate() {
   local bits=$1 burst=$2 limit=$3 i a
   local queue=(latency 50ms)
@@ -530,7 +532,7 @@ apply_rate() {
         ns=$i
         [ "$d" = next ] || ns=$((i + 1))
         a=$EPOCHREALTIME
-        tc -n "${prefix}${ns}" -batch - <<<"class change dev $d parent 1: classid 1:1 htb rate ${bits}bit ceil ${bits}bit burst $burst cburst $burst quantum 65536
+        tc_run "$ns" "class change dev $d parent 1: classid 1:1 htb rate ${bits}bit ceil ${bits}bit burst $burst cburst $burst quantum 65536
 qdisc change dev $d parent 1:1 handle 10: bfifo limit $limit"
         [ -z "${TC_LOG:-}" ] || echo "$i,$d,$a,$EPOCHREALTIME" >>"$TC_LOG"
       done
@@ -539,11 +541,38 @@ qdisc change dev $d parent 1:1 handle 10: bfifo limit $limit"
   fi
   for ((i = 0; i + 1 < ranks; i++)); do
     a=$EPOCHREALTIME
-    tc -n "${prefix}${i}" qdisc change dev next root tbf rate "${bits}bit" burst "$burst" "${queue[@]}"
+    tc_run "$i" "qdisc change dev next root tbf rate ${bits}bit burst $burst ${queue[*]}"
     [ -z "${TC_LOG:-}" ] || echo "$i,next,$a,$EPOCHREALTIME" >>"$TC_LOG"
     a=$EPOCHREALTIME
-    tc -n "${prefix}$((i + 1))" qdisc change dev prev root tbf rate "${bits}bit" burst "$burst" "${queue[@]}"
+    tc_run "$((i + 1))" "qdisc change dev prev root tbf rate ${bits}bit burst $burst ${queue[*]}"
     [ -z "${TC_LOG:-}" ] || echo "$i,prev,$a,$EPOCHREALTIME" >>"$TC_LOG"
+  done
+}
+
+# tc_run NS LINES: tc commands (one per line, as `tc -batch` reads them) in namespace NS:
+# written to the long-lived `tc -batch` that tc_open started there, where there is one
+# (the driver's: a change then starts no process, and tc, above the ranks like the
+# driver, applies it as soon as it reads the line), else run by one `tc -batch` of their own.
+declare -A tc_fd=()
+tc_run() {
+  if [ -n "${tc_fd[$1]:-}" ]; then
+    echo "$2" >&"${tc_fd[$1]}"
+  else
+    tc -n "${prefix}$1" -batch - <<<"$2"
+  fi
+}
+
+# tc_open DIR LOG: a long-lived `tc -force -batch` per namespace, each reading the named
+# pipe DIR/tc-NS (tc_fd[NS] its write end), its output and errors appended to LOG. They
+# end when the calling shell does (their pipes' only writer).
+tc_open() {
+  local dir=$1 log=$2 r fd
+  for ((r = 0; r < ranks; r++)); do
+    rm -f "$dir/tc-$r"
+    mkfifo "$dir/tc-$r"
+    tc -n "${prefix}$r" -force -batch "$dir/tc-$r" >>"$log" 2>&1 &
+    exec {fd}<>"$dir/tc-$r"
+    tc_fd[$r]=$fd
   done
 }
 
@@ -676,22 +705,25 @@ network() {
   python3 "$root/tools/scripts/fidelity_calib.py" network "$out/calibration.json" "$rate_bytes" "$@" "${model_bucket_args[@]}"
 }
 
-# drive UNROLLED LOG ORIGIN: the preemption driver. From ORIGIN (a Unix time) on,
-# applies each (time, bytes/s) of UNROLLED to every link at ORIGIN + time, and appends
-# to LOG when each change took effect (the middle of its tc calls, from ORIGIN).
+# drive UNROLLED LOG ORIGIN TC_OUTPUT: the preemption driver. From ORIGIN (a Unix time)
+# on, applies each (time, bytes/s) of UNROLLED to every link at ORIGIN + time, and
+# appends to LOG when each change took effect (the middle of its tc calls, from ORIGIN);
+# its tc processes' output and errors go to TC_OUTPUT (empty when every change applied).
 drive() {
-  local unrolled=$1 log=$2 origin=$3 t_us v bits burst limit a b m sleeper=""
+  local unrolled=$1 log=$2 origin=$3 tc_output=$4 t_us v bits burst limit a b m sleeper=""
   # Above the ranks (nice -10 or SCHED_FIFO 10): on a loaded host, a driver at the
   # default priority waited tens of ms for a core between its tc calls, and a change
   # took effect on the links one after the other over 30 to 80 ms (docs/fidelity.md).
-  # It sleeps between changes, so SCHED_FIFO takes no core from the ranks for long; what
-  # it runs at a change is tc and nothing else (the times and each row's tc parameters
-  # are worked out before the run: every awk or date forked there delayed the ranks'
-  # ops, docs/fidelity.md "The driver's own processes").
+  # It sleeps between changes, so SCHED_FIFO takes no core from the ranks for long; a
+  # change starts no process: the times and each row's tc parameters are worked out
+  # before the run, and the commands go to a long-lived tc per namespace (tc_open):
+  # every process started there (awk, date, a tc per link) delayed the ranks' ops,
+  # docs/fidelity.md "The driver's own processes".
   chrt -f -p 20 "$BASHPID" >/dev/null 2>&1 || renice -n -15 -p "$BASHPID" >/dev/null 2>&1 || true
   # Stop between tc changes, never in the middle of one.
   trap '[ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; exit 0' TERM
   echo "time_s,value" >"$log"
+  tc_open "${log%/*}" "$tc_output"
   local origin_us t
   us_of origin_us "$origin"
   while read -r t t_us v bits burst limit; do
@@ -822,7 +854,7 @@ EOF
       echo "origin $origin" >"$dir/netstat-$i.txt"
       net_snapshot "$dir/netstat-$i.txt" "replay-start"
       TC_LOG="$dir/tc-calls-$i.csv" NET_LOG="$dir/netstat-$i.txt" \
-        drive "$out/trace-unrolled.csv" "$dir/recorded-$i.csv" "$origin" &
+        drive "$out/trace-unrolled.csv" "$dir/recorded-$i.csv" "$origin" "$dir/tc-batch-$i.log" &
       driver_pid=$!
       timing=(--start-at "$origin" --time-origin "$origin")
     fi
@@ -834,6 +866,7 @@ EOF
       kill "$driver_pid" 2>/dev/null || true
       wait "$driver_pid" 2>/dev/null || true
       driver_pid=""
+      rm -f "$dir"/tc-[0-9]*  # the driver's pipes to its tc processes (tc_open)
       net_snapshot "$dir/netstat-$i.txt" "replay-end"
       set_rate "$rate_bytes"
       # Each channel changes when the tc call on its link's sending side ended (the

@@ -21,7 +21,9 @@ directory above it) and one replayed candidate, and prints:
                netstat-I.txt): how long each change's tc calls took (first start to last
                end), the links' drops and backlog, and per period between two changes the
                qdiscs that held a backlog and sent nothing (stuck); TCP retransmissions,
-               timeouts and loss probes over the replay
+               timeouts and loss probes over the replay; the compute ops that ran late
+               (--op-stall-ms over the simulated) and how many of them overlap a tc call
+               (the driver runs above the ranks)
   attribution  the MAPE split by iteration class: iterations with a stalled transfer at a
                rate change, with a stall and no change near, with a change and no stall,
                and the rest (the classes add up to the MAPE)
@@ -192,6 +194,18 @@ def parse_netstat(path):
 
 def pct(x):
     return f"{100 * x:+.2f}%"
+
+
+def late_during(measured, simulated, windows, late_s):
+    """(late, during, overlapping): of the ops in `measured` ({key: (start_s, dur_s)}),
+    how many ran more than late_s longer than in `simulated`, how many of those overlap
+    one of `windows` ([(start_s, end_s)]: the driver's tc calls), and how many ops in all
+    overlap one."""
+    def overlaps(s, e):
+        return any(s < we and e > ws for ws, we in windows)
+    late = [(ms, md) for key, (ms, md) in measured.items() if key in simulated and md - simulated[key][1] > late_s]
+    return (len(late), sum(overlaps(ms, ms + md) for ms, md in late),
+            sum(overlaps(ms, ms + md) for ms, md in measured.values()))
 
 
 def analyse(d, idx, label, args):
@@ -370,6 +384,14 @@ def analyse(d, idx, label, args):
                   f"{1e3 * durs[-1]:.1f} ms max; a change's calls span {1e3 * sorted(spans)[len(spans) // 2]:.1f} ms "
                   f"median, {1e3 * max(spans):.1f} ms max (the recorded time is their middle)")
         testbed["tc_span_median_ms"] = 1e3 * sorted(spans)[len(spans) // 2] if spans else None
+        # Compute ops that ran late while the driver's tc calls did: the driver runs above
+        # the ranks (docs/fidelity.md, "The driver's own processes").
+        late, during, overlapping = late_during(mo, so, [(c[0], c[1]) for c in calls], args.op_stall_ms * 1e-3)
+        if mo:
+            print(f"  compute ops more than {args.op_stall_ms:g} ms over the simulated: {late} of {len(mo)}, "
+                  f"{during} of them during a tc call (ops during a tc call: {overlapping}, "
+                  f"{100 * overlapping / len(mo):.1f}%)")
+        testbed["late_ops"], testbed["late_ops_during_tc"] = late, during
         # Stuck qdiscs: between the snapshot after one change and the one before the next, a
         # backlog at both ends and no byte sent.
         stuck = []
