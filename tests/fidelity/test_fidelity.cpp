@@ -553,6 +553,12 @@ std::string shell(const std::string& cmd, int& rc) {
   return out;
 }
 
+// Python CODE (no single quotes) run in tools/scripts, where the testbed's modules are:
+// its standard output and errors, and its exit status.
+std::string python_in_scripts(const std::string& code, int& rc) {
+  return shell(fmt::format("cd '{}/tools/scripts' && python3 -c '{}' 2>&1", SOURCE_ROOT, code), rc);
+}
+
 #ifdef ADAGROUPER_CALIB_BIN
 // A JSON object's keys in order.
 std::vector<std::string> keys_of(const json& doc) {
@@ -1001,19 +1007,18 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
 // line and exit status 2.
 TEST(Testbed, CalibrationFitsTheBucketsHeadStart) {
   int rc = 0;
-  const std::string out = shell(
-      fmt::format("cd '{}/tools/scripts' && python3 -c 'import fidelity_calib as f, json, os, tempfile\n"
-                  "a, b = (1e5, 0.0002 + 0.08), (4e5, 0.0002 + 0.38)\n"
-                  "print(\"%.6g %.6g\" % f.fit_channel(a, b, 2e4))\n"
-                  "print(\"%.6g %.6g\" % f.fit_channel(a, b))\n"
-                  "print(\"%.6g %.6g\" % f.fit_channel(a, b, 2e4, (1e4, 0.0001)))\n"
-                  "d = tempfile.mkdtemp()\n"
-                  "json.dump({{\"levels\": [{{\"nominal_bytes_per_s\": 1e6, \"channels\": [{{\"from\": 0, \"to\": 1, "
-                  "\"latency_s\": 0.0002, \"efficiency\": 0.9}}]}}]}}, open(d + \"/c.json\", \"w\"))\n"
-                  "f.network(d + \"/c.json\", 1e6, d + \"/n.json\", \"constant\", bucket=2e4)\n"
-                  "n = json.load(open(d + \"/n.json\"))\n"
-                  "print(n[\"burst_bytes\"], n[\"channels\"][0][\"rate\"], n[\"channels\"][0][\"latency_s\"])' 2>&1",
-                  SOURCE_ROOT),
+  const std::string out = python_in_scripts(
+      "import fidelity_calib as f, json, os, tempfile\n"
+      "a, b = (1e5, 0.0002 + 0.08), (4e5, 0.0002 + 0.38)\n"
+      "print(\"%.6g %.6g\" % f.fit_channel(a, b, 2e4))\n"
+      "print(\"%.6g %.6g\" % f.fit_channel(a, b))\n"
+      "print(\"%.6g %.6g\" % f.fit_channel(a, b, 2e4, (1e4, 0.0001)))\n"
+      "d = tempfile.mkdtemp()\n"
+      "json.dump({\"levels\": [{\"nominal_bytes_per_s\": 1e6, \"channels\": [{\"from\": 0, \"to\": 1, "
+      "\"latency_s\": 0.0002, \"efficiency\": 0.9}]}]}, open(d + \"/c.json\", \"w\"))\n"
+      "f.network(d + \"/c.json\", 1e6, d + \"/n.json\", \"constant\", bucket=2e4)\n"
+      "n = json.load(open(d + \"/n.json\"))\n"
+      "print(n[\"burst_bytes\"], n[\"channels\"][0][\"rate\"], n[\"channels\"][0][\"latency_s\"])",
       rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "0.0002 1e+06\n0 1.05208e+06\n0.0001 999737\n20000.0 {'constant': 900000.0} 0.0002\n");
@@ -1035,13 +1040,12 @@ TEST(Testbed, AttributionReadsTheBucketTcPrints) {
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
 #else
   int rc = 0;
-  const std::string out = shell(
-      fmt::format("cd '{}/tools/scripts' && python3 -c 'import fidelity_attribution as f\n"
-                  "for line in [\"qdisc tbf 8001: root refcnt 3 rate 300Mbit burst 4Kb lat 50ms\", "
-                  "\"qdisc tbf 8001: root refcnt 3 rate 300Mbit burst 124987b lat 50ms\", "
-                  "\"qdisc tbf 1: root rate 1Gbit burst 1Mb lat 50ms\", \"qdisc htb 1: root r2q 10 default 0x1\"]:\n"
-                  "    print(f.parse_burst(line))' 2>&1",
-                  SOURCE_ROOT),
+  const std::string out = python_in_scripts(
+      "import fidelity_attribution as f\n"
+      "for line in [\"qdisc tbf 8001: root refcnt 3 rate 300Mbit burst 4Kb lat 50ms\", "
+      "\"qdisc tbf 8001: root refcnt 3 rate 300Mbit burst 124987b lat 50ms\", "
+      "\"qdisc tbf 1: root rate 1Gbit burst 1Mb lat 50ms\", \"qdisc htb 1: root r2q 10 default 0x1\"]:\n"
+      "    print(f.parse_burst(line))",
       rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "4096\n124987\n1048576\nNone\n");
@@ -1053,12 +1057,11 @@ TEST(Testbed, AttributionReadsTheBucketTcPrints) {
 // in a call, one not in the simulation.
 TEST(Testbed, AttributionCountsLateOpsDuringTcCalls) {
   int rc = 0;
-  const std::string out = shell(
-      fmt::format("cd '{}/tools/scripts' && python3 -c 'import fidelity_attribution as f\n"
-                  "measured = {{1: (0.0, 0.020), 2: (1.0, 0.020), 3: (2.0, 0.010), 4: (2.0, 0.5)}}\n"
-                  "simulated = {{1: (0.0, 0.010), 2: (1.0, 0.010), 3: (2.0, 0.010)}}\n"
-                  "print(f.late_during(measured, simulated, [(0.005, 0.006), (2.005, 2.02)], 0.005))' 2>&1",
-                  SOURCE_ROOT),
+  const std::string out = python_in_scripts(
+      "import fidelity_attribution as f\n"
+      "measured = {1: (0.0, 0.020), 2: (1.0, 0.020), 3: (2.0, 0.010), 4: (2.0, 0.5)}\n"
+      "simulated = {1: (0.0, 0.010), 2: (1.0, 0.010), 3: (2.0, 0.010)}\n"
+      "print(f.late_during(measured, simulated, [(0.005, 0.006), (2.005, 2.02)], 0.005))",
       rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "(2, 1, 3)\n");
