@@ -385,7 +385,8 @@ def analyse(d, idx, label, args):
                   f"median, {1e3 * max(spans):.1f} ms max (the recorded time is their middle)")
         testbed["tc_span_median_ms"] = 1e3 * sorted(spans)[len(spans) // 2] if spans else None
         # Compute ops that ran late while the driver's tc calls did: the driver runs above
-        # the ranks (docs/fidelity.md, "The driver's own processes").
+        # the ranks (docs/fidelity.md, "The driver's own processes"). Where the driver
+        # writes to a long-lived tc, a call's window is that write (under a millisecond).
         late, during, overlapping = late_during(mo, so, [(c[0], c[1]) for c in calls], args.op_stall_ms * 1e-3)
         if mo:
             print(f"  compute ops more than {args.op_stall_ms:g} ms over the simulated: {late} of {len(mo)}, "
