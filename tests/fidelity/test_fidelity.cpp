@@ -1067,6 +1067,25 @@ TEST(Testbed, AttributionCountsLateOpsDuringTcCalls) {
   EXPECT_EQ(out, "(2, 1, 3)\n");
 }
 
+// An op's start latency: from the later of its stage's previous op's end and its input's
+// arrival; a receive that ends after the op started is not its input, and a stage's first
+// op with no input has none.
+TEST(Testbed, AttributionMeasuresOpsStartLatency) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_attribution as f\n"
+      "def op(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"forward\" if name[0] == \"F\" else \"backward\", "
+      "\"name\": name, \"pid\": pid, \"ts\": ts, \"dur\": dur, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n"
+      "def recv(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"transfer\", \"name\": name, \"pid\": pid, "
+      "\"ts\": ts, \"dur\": dur, \"flow_in\": True, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n"
+      "ev = [op(1, \"F0\", 0, 10, 0), recv(2, \"F0 0->1\", 5, 10, 0), op(2, \"F0\", 20, 10, 0), "
+      "recv(2, \"F1 0->1\", 15, 10, 1), op(2, \"F1\", 30, 10, 1), recv(2, \"B0 2->1\", 45, 15, 0), op(2, \"B0\", 50, 10, 0)]\n"
+      "print([round(x * 1e6, 3) for x in f.start_latencies(ev)])",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "[0.0, 5.0, 10.0]\n");
+}
+
 TEST(Testbed, ReducedRunEndToEnd) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";

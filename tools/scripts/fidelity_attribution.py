@@ -16,7 +16,9 @@ directory above it) and one replayed candidate, and prints:
   stalls       transfers and compute ops that took much longer than the model says, where,
                and whether a rate change (rise or fall) was near; for a stalled transfer,
                whether it ended at the next rate change (a link that passed nothing until
-               the rate was changed again)
+               the rate was changed again); the compute ops' start latency (from the
+               later of the stage's previous op's end and the op's input's arrival to
+               its start; the model's is 0)
   testbed      with the testbed's own record (fidelity.sh writes tc-calls-I.csv and
                netstat-I.txt): how long each change's tc calls took (first start to last
                end), the links' drops and backlog, and per period between two changes the
@@ -196,6 +198,35 @@ def pct(x):
     return f"{100 * x:+.2f}%"
 
 
+def start_latencies(events):
+    """Each compute op's start minus the later of its stage's previous op's end and its
+    input's arrival (the end of a receive of the same phase, iteration and micro-batch on
+    its stage; with several model stages on a stage, the last such receive to end before
+    the op starts), in seconds, sorted. The model starts an op at that instant: 0."""
+    recv, stage_ops = {}, {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        a = e.get("args", {})
+        if e.get("cat") in ("forward", "backward"):
+            stage_ops.setdefault(e["pid"], []).append(e)
+        elif e.get("cat") == "transfer" and e.get("flow_in"):
+            key = (e["pid"], e["name"][0], a.get("iteration"), a.get("micro_batch"))
+            recv.setdefault(key, []).append(e["ts"] + e["dur"])
+    out = []
+    for pid, lst in stage_ops.items():
+        lst.sort(key=lambda e: e["ts"])
+        prev_end = None
+        for e in lst:
+            a = e.get("args", {})
+            ends = [t for t in recv.get((pid, e["name"][0], a.get("iteration"), a.get("micro_batch")), []) if t <= e["ts"]]
+            ready = max([t for t in [prev_end] + ends[-1:] if t is not None], default=None)
+            if ready is not None:
+                out.append((e["ts"] - ready) * 1e-6)
+            prev_end = e["ts"] + e["dur"]
+    return sorted(out)
+
+
 def late_during(measured, simulated, windows, late_s):
     """(late, during, overlapping): of the ops in `measured` ({key: (start_s, dur_s)}),
     how many ran more than late_s longer than in `simulated`, how many of those overlap
@@ -357,6 +388,13 @@ def analyse(d, idx, label, args):
         print(f"  compute ops: measured / simulated duration median {ratios[len(ratios) // 2]:.3f}, "
               f"90th percentile {ratios[int(0.9 * (len(ratios) - 1))]:.3f}; ops' excess per iteration "
               f"(all stages) median {1e3 * sorted(op_excess)[n // 2]:.1f} ms, max {1e3 * max(op_excess):.1f} ms")
+    lat = start_latencies(load_json(os.path.join(d, f"run-{idx}.trace.json"))["traceEvents"])
+    if lat:
+        per = sum(lat) / max(1, len({k[0] for k in mo})) / max(1, len({k[2] for k in mo}))
+        print(f"  compute ops' start latency (start minus the later of the stage's previous op's end and its "
+              f"input's arrival; the model's is 0): median {1e6 * lat[len(lat) // 2]:.0f} us, mean "
+              f"{1e6 * sum(lat) / len(lat):.0f} us, 90th percentile {1e6 * lat[int(0.9 * (len(lat) - 1))]:.0f} us; "
+              f"{1e3 * per:.2f} ms per stage and iteration")
     print(f"  stalled ops (measured > {stall_r:g} x simulated and > +{args.op_stall_ms:g} ms): {len(op_stalls)}")
     for (stage, name, it), ms, md, sd, (dist, c) in sorted(op_stalls, key=lambda x: x[1])[: args.max_ops]:
         where = f"{1e3 * dist:.0f} ms from a change" if c else "no change"
