@@ -1080,10 +1080,21 @@ TEST(Testbed, AttributionMeasuresOpsStartLatency) {
       "\"ts\": ts, \"dur\": dur, \"flow_in\": True, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n"
       "ev = [op(1, \"F0\", 0, 10, 0), recv(2, \"F0 0->1\", 5, 10, 0), op(2, \"F0\", 20, 10, 0), "
       "recv(2, \"F1 0->1\", 15, 10, 1), op(2, \"F1\", 30, 10, 1), recv(2, \"B0 2->1\", 45, 15, 0), op(2, \"B0\", 50, 10, 0)]\n"
+      "print([round(x * 1e6, 3) for x in f.start_latencies(ev)])\n"
+      // Two model stages on stage 3: of the receives ending before the op, the last to
+      // end is its input, whatever their order in the timeline.
+      "print([round(x * 1e6, 3) for x in f.start_latencies(ev + [recv(3, \"F0 2->3\", 70, 20, 0), "
+      "recv(3, \"F0 2->3\", 60, 20, 0), op(3, \"F0\", 100, 10, 0)])])\n"
+      // The first op of the next iteration counts from its input only (the optimizer step
+      // and the wait for every stage lie between it and the stage's previous op).
+      "it1 = {\"iteration\": 1, \"micro_batch\": 0}\n"
+      "ev.append(dict(op(2, \"F0\", 300, 10, 0), args=it1))\n"
+      "print([round(x * 1e6, 3) for x in f.start_latencies(ev)])\n"
+      "ev.append(dict(recv(2, \"F0 0->1\", 280, 10, 0), args=it1))\n"
       "print([round(x * 1e6, 3) for x in f.start_latencies(ev)])",
       rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "[0.0, 5.0, 10.0]\n");
+  EXPECT_EQ(out, "[0.0, 5.0, 10.0]\n[0.0, 5.0, 10.0, 10.0]\n[0.0, 5.0, 10.0]\n[0.0, 5.0, 10.0, 10.0]\n");
 }
 
 TEST(Testbed, ReducedRunEndToEnd) {

@@ -115,20 +115,20 @@ class Trace:
             t, i = end, i + 1
 
 
-def transfers(timeline):
+def transfers(events):
     """{(name, iteration, micro_batch): (start_s, dur_s, bytes)} of a timeline's sends."""
     out = {}
-    for e in load_json(timeline)["traceEvents"]:
+    for e in events:
         if e.get("cat") == "transfer" and e.get("flow_out"):
             a = e["args"]
             out[(e["name"], a["iteration"], a["micro_batch"])] = (e["ts"] * 1e-6, e["dur"] * 1e-6, a["bytes"])
     return out
 
 
-def ops(timeline):
+def ops(events):
     """{(stage, name, iteration): (start_s, dur_s)} of a timeline's forward and backward ops."""
     out = {}
-    for e in load_json(timeline)["traceEvents"]:
+    for e in events:
         if e.get("cat") in ("forward", "backward") and e.get("ph") == "X":
             out[(e["pid"] - 1, e["name"], e["args"]["iteration"])] = (e["ts"] * 1e-6, e["dur"] * 1e-6)
     return out
@@ -202,7 +202,10 @@ def start_latencies(events):
     """Each compute op's start minus the later of its stage's previous op's end and its
     input's arrival (the end of a receive of the same phase, iteration and micro-batch on
     its stage; with several model stages on a stage, the last such receive to end before
-    the op starts), in seconds, sorted. The model starts an op at that instant: 0."""
+    the op starts), in seconds, sorted. The model starts an op at that instant: 0. The
+    first op of an iteration on a stage counts from its input only (between it and the
+    stage's previous op lie the optimizer step and, on stage 0, the wait for every stage
+    to finish the iteration); where it has none (stage 0's first forward), it is left out."""
     recv, stage_ops = {}, {}
     for e in events:
         if e.get("ph") != "X":
@@ -214,16 +217,16 @@ def start_latencies(events):
             key = (e["pid"], e["name"][0], a.get("iteration"), a.get("micro_batch"))
             recv.setdefault(key, []).append(e["ts"] + e["dur"])
     out = []
-    for pid, lst in stage_ops.items():
-        lst.sort(key=lambda e: e["ts"])
-        prev_end = None
-        for e in lst:
+    for pid in sorted(stage_ops):
+        prev = None
+        for e in sorted(stage_ops[pid], key=lambda e: e["ts"]):
             a = e.get("args", {})
             ends = [t for t in recv.get((pid, e["name"][0], a.get("iteration"), a.get("micro_batch")), []) if t <= e["ts"]]
-            ready = max([t for t in [prev_end] + ends[-1:] if t is not None], default=None)
-            if ready is not None:
-                out.append((e["ts"] - ready) * 1e-6)
-            prev_end = e["ts"] + e["dur"]
+            if prev is not None and prev["args"].get("iteration") == a.get("iteration"):
+                ends.append(prev["ts"] + prev["dur"])
+            if ends:
+                out.append((e["ts"] - max(ends)) * 1e-6)
+            prev = e
     return sorted(out)
 
 
@@ -278,8 +281,10 @@ def analyse(d, idx, label, args):
                 best = (dist, c)
         return best or (float("inf"), None)
 
-    # --- transfers
-    mt, st = transfers(os.path.join(d, f"run-{idx}.trace.json")), transfers(os.path.join(d, f"sim-{idx}.trace.json"))
+    # --- transfers (each timeline is read once, here)
+    mev = load_json(os.path.join(d, f"run-{idx}.trace.json"))["traceEvents"]
+    sev = load_json(os.path.join(d, f"sim-{idx}.trace.json"))["traceEvents"]
+    mt, st = transfers(mev), transfers(sev)
     rows = []
     for key in sorted(mt, key=lambda k: mt[k][0]):
         ms, md, nb = mt[key]
@@ -304,7 +309,7 @@ def analyse(d, idx, label, args):
     stalls = [r for r in rows if r[5] is not None and r[3] - r[5] > stall_x and r[3] > stall_r * r[5]]
 
     # --- ops
-    mo, so = ops(os.path.join(d, f"run-{idx}.trace.json")), ops(os.path.join(d, f"sim-{idx}.trace.json"))
+    mo, so = ops(mev), ops(sev)
     op_stalls = []
     for key, (ms, md) in mo.items():
         if key in so:
@@ -388,7 +393,7 @@ def analyse(d, idx, label, args):
         print(f"  compute ops: measured / simulated duration median {ratios[len(ratios) // 2]:.3f}, "
               f"90th percentile {ratios[int(0.9 * (len(ratios) - 1))]:.3f}; ops' excess per iteration "
               f"(all stages) median {1e3 * sorted(op_excess)[n // 2]:.1f} ms, max {1e3 * max(op_excess):.1f} ms")
-    lat = start_latencies(load_json(os.path.join(d, f"run-{idx}.trace.json"))["traceEvents"])
+    lat = start_latencies(mev)
     if lat:
         per = sum(lat) / max(1, len({k[0] for k in mo})) / max(1, len({k[2] for k in mo}))
         print(f"  compute ops' start latency (start minus the later of the stage's previous op's end and its "
