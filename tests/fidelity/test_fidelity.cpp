@@ -899,6 +899,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--tcp 'a b'", "--tcp: a congestion control's name"},
            {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
            {"--calib-latency line", "--calib-latency: auto, fit or tiny"},
+           {"--calib-compute yes", "--calib-compute: on or off"},
            {"--calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--bucket fixed --model-bucket off --calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--priority fifo", "--priority: auto, rt, compute-rt, nice or none"},
@@ -1033,6 +1034,45 @@ TEST(Testbed, CalibrationFitsTheBucketsHeadStart) {
     expect_refused("fidelity_calib.py", args, piece);
 }
 
+// The compute calibration: on a 2-stage pipeline replayed at b = 2 (its profile measured
+// at b = 1 and 4, so the nominal durations interpolate: F 7 ms, B 14 ms), stage 0's second
+// forward starts 20 us after its first ends and runs 10 us long (30 us of overhead), its
+// backward starts when its input arrives and runs to the profile (0: the stage's mean is
+// 15 us); stage 1's forward starts 40 us after its input arrives and runs to the profile
+// (40 us). Each stage's mean is added to every op of it, each half of a split backward
+// included; bad arguments are one line.
+TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_calib as f, json, tempfile\n"
+      "def op(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"forward\" if name[0] == \"F\" else \"backward\", "
+      "\"name\": name, \"pid\": pid, \"ts\": ts, \"dur\": dur, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n"
+      "def recv(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"transfer\", \"name\": name, \"pid\": pid, "
+      "\"ts\": ts, \"dur\": dur, \"flow_in\": True, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n"
+      "ev = [op(1, \"F0\", 0, 7000, 0), op(1, \"F1\", 7020, 7010, 1), recv(2, \"F0 0->1\", 7000, 500, 0), "
+      "op(2, \"F0\", 7540, 7000, 0), recv(1, \"B0 1->0\", 15000, 1000, 0), op(1, \"B0\", 16000, 14000, 0)]\n"
+      "d = tempfile.mkdtemp()\n"
+      "json.dump({\"traceEvents\": ev}, open(d + \"/t.json\", \"w\"))\n"
+      "pt = lambda b, fw, bw: {\"micro_batch_size\": b, \"forward_s\": fw, \"backward_s\": bw, \"activation_bytes\": 0}\n"
+      "st = {\"profile\": [pt(1, 0.004, 0.008), pt(4, 0.013, 0.026)]}\n"
+      "json.dump({\"name\": \"p\", \"global_batch_size\": 4, \"stages\": [st, dict(st)]}, open(d + \"/p.json\", \"w\"))\n"
+      "m = f.compute(d + \"/t.json\", d + \"/p.json\", 2, d + \"/out.json\")\n"
+      "print([(r[\"ops\"], round(r[\"op_overhead_s\"] * 1e6, 6)) for r in m[\"stages\"]], round(m[\"mean_op_overhead_s\"] * 1e6, 6))\n"
+      "p = json.load(open(d + \"/out.json\"))\n"
+      "for s in p[\"stages\"]: print([[round(x[k] * 1e6, 6) for k in (\"forward_s\", \"backward_s\", \"backward_input_s\", "
+      "\"backward_weight_s\")] for x in s[\"profile\"]])",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out,
+            "[(2, 15.0), (1, 40.0)] 27.5\n"
+            "[[4015.0, 8015.0, 4015.0, 4015.0], [13015.0, 26015.0, 13015.0, 13015.0]]\n"
+            "[[4040.0, 8040.0, 4040.0, 4040.0], [13040.0, 26040.0, 13040.0, 13040.0]]\n");
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"compute t.json p.json 0 out.json", "compute: B: a micro-batch size"},
+           {"compute /nonexistent.json p.json 1 out.json", "compute: FileNotFoundError"}})
+    expect_refused("fidelity_calib.py", args, piece);
+}
+
 // The attribution prints, for a stuck link, the bucket tc reported after the change (with
 // --bucket fixed it is not the rate's 1 ms): tc prints it in bytes, KiB or MiB.
 TEST(Testbed, AttributionReadsTheBucketTcPrints) {
@@ -1119,6 +1159,15 @@ TEST(Testbed, ReducedRunEndToEnd) {
   EXPECT_THAT(out, HasSubstr("bucket per-rate, 1 ms")) << out;
   EXPECT_THAT(out, HasSubstr("the model's bucket off")) << out;
   EXPECT_FALSE(json::parse(clirunner::slurp(tmp.path() / "preempted" / "net-plan.json")).contains("burst_bytes"));
+  // The ops' overhead measured by a 1F1B replay, per stage; the plan and the simulations
+  // read the pipeline with it, the ranks the profile.
+  EXPECT_THAT(out, HasSubstr("== calibrate compute: 1F1B at b = 1")) << out;
+  const json measured_ops = json::parse(clirunner::slurp(tmp.path() / "calib" / "compute.json"));
+  EXPECT_EQ(measured_ops["stages"].size(), 2u);
+  const json sim_pipeline = json::parse(clirunner::slurp(tmp.path() / "pipeline-sim.json"));
+  const json stage0 = sim_pipeline["stages"][0]["profile"][0];
+  EXPECT_DOUBLE_EQ(stage0["forward_s"].get<double>(), 0.004 + measured_ops["stages"][0]["op_overhead_s"].get<double>());
+  EXPECT_THAT(clirunner::slurp(tmp.path() / "preempted" / "plan.json"), HasSubstr("pipeline-sim.json"));
   // For each candidate the driver recorded the rate changes it applied, from time 0: as
   // a whole (recorded-I.csv) and per link, at the end of the tc call that changed it
   // (recorded-I-F-T.csv, what the simulation follows); and its tc calls and the links'

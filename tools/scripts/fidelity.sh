@@ -7,8 +7,8 @@
 # they ran. For each scenario (a constant shaped link; a link whose rate a preemption
 # driver changes over time following a trace):
 #
-#   1. calibrate   each channel's effective rate and latency on the shaped links (once,
-#                  before the scenarios)
+#   1. calibrate   each channel's effective rate and latency on the shaped links, and
+#                  the ops' cost beyond their profile (once, before the scenarios)
 #   2. plan        adagrouper plan on the calibrated network (and the trace)
 #   3. replay      several candidate plans, one after the other, each for --iterations
 #                  measured iterations; in the preempted scenario each starts at the
@@ -120,6 +120,13 @@
 #                      to refill between them, so that a message leaves at once and its
 #                      time is the latency; the rate then comes from the large messages.
 #                      auto: tiny with the model's bucket, else fit
+#   --calib-compute C  on (default) or off: whether the simulated pipeline is the one the
+#                      ranks run (off) or that one with each stage's op overhead as a
+#                      1F1B replay measured it (on): every op's cost beyond its profile,
+#                      from the instant the model would start it to its end (a rank's
+#                      wake-up on a shared core, a busy loop that ends late). The plan
+#                      and the simulations read it (pipeline-sim.json), the ranks run the
+#                      profile; docs/fidelity.md, "Calibrating the ops"
 #   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): reno
 #                      (default: it keeps a shaped link busy at the shaper's rate whatever
 #                      the traffic, as the model's channel is; with BBR and CUBIC the
@@ -138,7 +145,9 @@
 #                      (diagnosis: tools/scripts/fidelity_attribution.py); the snapshots
 #                      take CPU from the driver and delay its changes on a loaded host
 #
-# Outputs in --out: calibration.json and calib/ (its runs), trace-unrolled.csv, and per
+# Outputs in --out: calibration.json and calib/ (its runs), pipeline-sim.json and
+# calib/compute.json (--calib-compute on: the simulated pipeline and the ops' overhead
+# measured), trace-unrolled.csv, and per
 # scenario plan.json, net-plan.json, run-I.json / sim-I.json (measured / predicted
 # summaries of candidate I), run-I.trace.json / sim-I.trace.json (timelines),
 # recorded-I.csv and net-sim-I.json (preempted: the rates the driver applied during
@@ -153,7 +162,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto
+shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
@@ -228,7 +237,7 @@ run_random_scenarios() {
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
-        --calib-latency "$calib_latency" --queue "$queue_kind" \
+        --calib-latency "$calib_latency" --calib-compute "$calib_compute" --queue "$queue_kind" \
         --tcp-idle-restart "$tcp_idle" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -306,6 +315,7 @@ while [ $# -gt 0 ]; do
     --queue) queue_kind=${2:-}; shift 2 ;;
     --model-bucket) model_bucket=${2:-}; shift 2 ;;
     --calib-latency) calib_latency=${2:-}; shift 2 ;;
+    --calib-compute) calib_compute=${2:-}; shift 2 ;;
     --tcp) tcp_cc=${2:-}; shift 2 ;;
     --tcp-idle-restart) tcp_idle=${2:-}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -342,6 +352,7 @@ case "$calib_latency" in
         calib_sizes="$calib_sizes tiny" ;;
   *) die "--calib-latency: auto, fit or tiny, got '$calib_latency'" ;;
 esac
+case "$calib_compute" in on | off) ;; *) die "--calib-compute: on or off, got '$calib_compute'" ;; esac
 [[ "$tcp_cc" =~ ^[a-z0-9_]+$ ]] || die "--tcp: a congestion control's name (reno, cubic, bbr) or host, got '$tcp_cc'"
 case "$tcp_idle" in on | off | host) ;; *) die "--tcp-idle-restart: on, off or host, got '$tcp_idle'" ;; esac
 case "$queue_kind" in auto | per-rate | fixed) ;; *) die "--queue: auto, per-rate or fixed, got '$queue_kind'" ;; esac
@@ -696,6 +707,48 @@ for lv in json.load(open(sys.argv[1]))["levels"]:
               f"latency {1e6 * ch['latency_s']:.0f} us, {ch['samples']} transfers")
 EOF
 
+# The ops: a 1F1B replay of the pipeline (its first N model stages, one per rank) at its
+# smallest micro-batch size, with its own messages on the links at the constant shaped
+# rate (the regime of the candidates' runs: ops that wait for a message wake up when it
+# arrives), measures per stage each op's cost beyond its profile from the instant the
+# model would start it to its end (fidelity_calib.py compute); the simulated pipeline
+# adds it to every op of the stage.
+sim_pipeline=$pipeline
+if [ "$calib_compute" = on ]; then
+  python3 - "$pipeline" "$out/calib/pipeline-compute.json" "$ranks" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["name"] += "-calibration-compute"
+p.pop("memory_limit_bytes", None)
+p.pop("partition", None)
+p["stages"] = p["stages"][:int(sys.argv[3])]
+json.dump(p, open(sys.argv[2], "w"), indent=1)
+EOF
+  "$adagrouper" plan --pipeline "$out/calib/pipeline-compute.json" \
+    --network "$root/configs/examples/toy-net-free.json" --memory-limit 1e15 \
+    --output "$out/calib/plan-compute.json" >/dev/null
+  read -r compute_cand compute_b < <(python3 -c "import json, sys
+c = json.load(open(sys.argv[1]))['candidates']
+print(*min((x['micro_batch_size'], i) for i, x in enumerate(c) if x['schedule'] == '1f1b')[::-1])" \
+    "$out/calib/plan-compute.json")
+  mpi "$calib" replay --backend cpu "${replay_prio[@]}" --plan "$out/calib/plan-compute.json" \
+    --candidate "$compute_cand" --pipeline "$out/calib/pipeline-compute.json" --iterations "$calib_it" --warmup 1 \
+    --output "$out/calib/run-compute.json" --timeline "$out/calib/run-compute.trace.json" \
+    >"$out/calib/replay-compute.log" 2>&1 || { cat "$out/calib/replay-compute.log" >&2; exit 1; }
+  python3 "$root/tools/scripts/fidelity_calib.py" compute "$out/calib/run-compute.trace.json" "$pipeline" \
+    "$compute_b" "$out/pipeline-sim.json" >"$out/calib/compute.json"
+  sim_pipeline="$out/pipeline-sim.json"
+  python3 - "$out/calib/compute.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print(f"== calibrate compute: 1F1B at b = {m['micro_batch_size']}, each op's cost beyond its profile "
+      f"(start latency + duration excess, us):")
+for r in m["stages"]:
+    print(f"   stage {r['stage']}: {1e6 * r['op_overhead_s']:.1f} ({1e6 * r['start_latency_s']:.1f} + "
+          f"{1e6 * r['duration_excess_s']:.1f}) over {r['ops']} ops")
+EOF
+fi
+
 # network FILE KIND [RATES_CSV [per-channel]]: a network file with the calibrated
 # channels. KIND constant: each channel's effective rate at the constant shaped rate;
 # trace: RATES_CSV (time_s,shaped bytes/s; with per-channel, RATES_CSV-F-T.csv for
@@ -811,7 +864,7 @@ run_scenario() {
   local plan_args=()
   [ -z "$memory_limit" ] || plan_args+=(--memory-limit "$memory_limit")
   [ -z "$families" ] || plan_args+=(--devices "$ranks" --families "$families")
-  "$adagrouper" plan --pipeline "$pipeline" --network "$dir/net-plan.json" --iterations "$eval_it" \
+  "$adagrouper" plan --pipeline "$sim_pipeline" --network "$dir/net-plan.json" --iterations "$eval_it" \
     "${plan_args[@]}" --output "$dir/plan.json" >"$dir/plan.txt"
   # The evaluated candidates: the chosen one, then the others by predicted time; with
   # --families the chosen one and the fastest of each family listed.
@@ -889,14 +942,14 @@ r = json.load(open(sys.argv[1]))
 print(" ".join(["--iterations", str(r["iterations"]), "--start-time", repr(r["start_time_s"])]))
 EOF
     # shellcheck disable=SC2046
-    "$adagrouper" simulate --plan "$dir/plan.json" --candidate "$i" --pipeline "$pipeline" \
+    "$adagrouper" simulate --plan "$dir/plan.json" --candidate "$i" --pipeline "$sim_pipeline" \
       --network "$dir/net-sim-$i.json" $(cat "$dir/sim-$i.args") \
       --output "$dir/sim-$i.json" --timeline "$dir/sim-$i.trace.json" >/dev/null
     echo "sim-$i.json run-$i.json" >>"$dir/pairs.txt"
     # Aligned: each iteration simulated on its own from the moment the measured one
     # started, so that a measured iteration and its prediction see the same rates even
     # after the two runs have drifted apart.
-    python3 - "$adagrouper" "$pipeline" "$dir/net-sim-$i.json" "$dir/run-$i.json" "$dir/sim-aligned-$i.json" \
+    python3 - "$adagrouper" "$sim_pipeline" "$dir/net-sim-$i.json" "$dir/run-$i.json" "$dir/sim-aligned-$i.json" \
       "$dir/plan.json" "$i" <<'EOF'
 import json, subprocess, sys
 exe, pipe, net, run_path, out, plan, candidate = sys.argv[1:8]

@@ -45,6 +45,8 @@ import os
 import re
 import sys
 
+import fidelity_calib
+
 
 def load_json(path):
     with open(path) as f:
@@ -199,35 +201,10 @@ def pct(x):
 
 
 def start_latencies(events):
-    """Each compute op's start minus the later of its stage's previous op's end and its
-    input's arrival (the end of a receive of the same phase, iteration and micro-batch on
-    its stage; with several model stages on a stage, the last such receive to end before
-    the op starts), in seconds, sorted. The model starts an op at that instant: 0. The
-    first op of an iteration on a stage counts from its input only (between it and the
-    stage's previous op lie the optimizer step and, on stage 0, the wait for every stage
-    to finish the iteration); where it has none (stage 0's first forward), it is left out."""
-    recv, stage_ops = {}, {}
-    for e in events:
-        if e.get("ph") != "X":
-            continue
-        a = e.get("args", {})
-        if e.get("cat") in ("forward", "backward"):
-            stage_ops.setdefault(e["pid"], []).append(e)
-        elif e.get("cat") == "transfer" and e.get("flow_in"):
-            key = (e["pid"], e["name"][0], a.get("iteration"), a.get("micro_batch"))
-            recv.setdefault(key, []).append(e["ts"] + e["dur"])
-    out = []
-    for pid in sorted(stage_ops):
-        prev = None
-        for e in sorted(stage_ops[pid], key=lambda e: e["ts"]):
-            a = e.get("args", {})
-            ends = [t for t in recv.get((pid, e["name"][0], a.get("iteration"), a.get("micro_batch")), []) if t <= e["ts"]]
-            if prev is not None and prev["args"].get("iteration") == a.get("iteration"):
-                ends.append(prev["ts"] + prev["dur"])
-            if ends:
-                out.append((e["ts"] - max(ends)) * 1e-6)
-            prev = e
-    return sorted(out)
+    """Each compute op's start minus the instant it could start (fidelity_calib.ready_ops:
+    the later of its stage's previous op's end and its input's arrival), in seconds,
+    sorted. The model starts an op at that instant: 0."""
+    return sorted((e["ts"] - ready) * 1e-6 for e, ready in fidelity_calib.ready_ops(events))
 
 
 def late_during(measured, simulated, windows, late_s):

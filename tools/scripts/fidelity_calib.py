@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""The fidelity testbed's channel calibration: the fit of replayed transfers, and the network it gives.
+"""The fidelity testbed's calibration: the fit of replayed transfers and the network it
+gives; the ops' cost beyond their profile and the pipeline it gives.
 
     tools/scripts/fidelity_calib.py fit CALIB_DIR SIZES LEVEL [LEVEL ...] [--bucket-bytes B]
     tools/scripts/fidelity_calib.py network CALIBRATION NOMINAL FILE KIND [RATES_CSV [per-channel]]
+    tools/scripts/fidelity_calib.py compute TIMELINE PIPELINE B OUT
 
 fit: per shaped rate LEVEL (bytes/s) and channel, the effective rate R and per-message
 latency L (transfer time = L + bytes / R) from the replays tools/scripts/fidelity.sh
@@ -22,6 +24,13 @@ constant: each channel's effective rate at the shaped rate NOMINAL; trace: RATES
 exists) with every value times the channel's efficiency at that rate (interpolated
 linearly between the calibrated levels), written beside FILE as FILE-F-T.csv. With
 --bucket-bytes B every channel gets burst_bytes B.
+
+compute: per stage of a replay of PIPELINE at micro-batch size B (its measured
+TIMELINE), the mean cost of an op beyond its profiled duration: from the instant the
+model would start it (the later of the stage's previous op's end and its input's
+arrival) to its end, minus the profile's duration. Writes PIPELINE with that overhead
+added to every op of the stage (F, B, and each half of a split backward) to OUT; prints
+the measurement as JSON.
 
 Exit status 2 with one line on bad arguments.
 """
@@ -97,6 +106,96 @@ def fit(calib_dir, sizes, levels, bucket=0.0):
     return doc
 
 
+def ready_ops(events):
+    """(op, ready) for the compute ops of a timeline's events (ready in its microseconds):
+    the instant the model would start the op, the later of its stage's previous op's end
+    and its input's arrival (the end of a receive of the same phase, iteration and
+    micro-batch on its stage; with several model stages on a stage, the last such receive
+    to end before the op starts). The first op of an iteration on a stage counts from its
+    input only (between it and the stage's previous op lie the optimizer step and, on
+    stage 0, the wait for every stage to finish the iteration); where it has none (stage
+    0's first forward), it is left out."""
+    recv, stage_ops = {}, {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        a = e.get("args", {})
+        if e.get("cat") in ("forward", "backward"):
+            stage_ops.setdefault(e["pid"], []).append(e)
+        elif e.get("cat") == "transfer" and e.get("flow_in"):
+            key = (e["pid"], e["name"][0], a.get("iteration"), a.get("micro_batch"))
+            recv.setdefault(key, []).append(e["ts"] + e["dur"])
+    out = []
+    for pid in sorted(stage_ops):
+        prev = None
+        for e in sorted(stage_ops[pid], key=lambda e: e["ts"]):
+            a = e.get("args", {})
+            ends = [t for t in recv.get((pid, e["name"][0], a.get("iteration"), a.get("micro_batch")), []) if t <= e["ts"]]
+            if prev is not None and prev["args"].get("iteration") == a.get("iteration"):
+                ends.append(prev["ts"] + prev["dur"])
+            if ends:
+                out.append((e, max(ends)))
+            prev = e
+    return out
+
+
+def profile_at(stage, b):
+    """(forward_s, backward_s) of a pipeline file's stage at micro-batch size b, linear
+    between its measured sizes (as the simulator reads it)."""
+    pts = sorted(stage["profile"], key=lambda p: p["micro_batch_size"])
+    for lo, hi in zip(pts, pts[1:] + pts[-1:]):
+        if lo["micro_batch_size"] <= b <= hi["micro_batch_size"]:
+            w = 0.0 if hi is lo else (b - lo["micro_batch_size"]) / (hi["micro_batch_size"] - lo["micro_batch_size"])
+            return tuple(lo[k] + w * (hi[k] - lo[k]) for k in ("forward_s", "backward_s"))
+    fail(f"compute: b = {b} lies outside a stage's profile")
+
+
+def with_overhead(point, o):
+    """A profile entry whose every op lasts o longer: F, B, and each half of a split
+    backward (so that a split backward, two ops, pays it twice)."""
+    p = dict(point)
+    i = p.get("backward_input_s", p["backward_s"] - p["backward_weight_s"] if "backward_weight_s" in p
+              else p["backward_s"] / 2)
+    w = p.get("backward_weight_s", p["backward_s"] - i)
+    p.update(forward_s=p["forward_s"] + o, backward_s=p["backward_s"] + o, backward_input_s=i + o,
+             backward_weight_s=w + o)
+    return p
+
+
+def compute(timeline, pipeline_path, b, out_path):
+    """The compute calibration of a replay at micro-batch size b of pipeline_path's ops
+    (its timeline): per stage, each op's cost beyond its profiled duration, from the
+    instant it could start (ready_ops) to its end, averaged over the stage's ops. Writes
+    the pipeline with that overhead added to every op of the stage to out_path (with more
+    model stages than the replay had stages, the stages' mean to each) and returns the
+    measurement."""
+    pipe = json.load(open(pipeline_path))
+    per = {}
+    for e, ready in ready_ops(json.load(open(timeline))["traceEvents"]):
+        s = e["pid"] - 1
+        if not 0 <= s < len(pipe["stages"]) or e["name"][0] not in "FB":
+            fail(f"compute: {timeline}: op {e['name']} of stage {s}, not an F or B of the pipeline's stages")
+        nominal = profile_at(pipe["stages"][s], b)[e["name"][0] == "B"] * 1e6
+        per.setdefault(s, []).append((e["ts"] - ready, e["dur"] - nominal))
+    stages = sorted(per)
+    if not stages or stages != list(range(len(stages))):
+        fail(f"compute: {timeline}: no op that could be measured on stage {len(stages)}")
+    rows = [{"stage": s, "ops": len(per[s]), "start_latency_s": sum(x for x, _ in per[s]) / len(per[s]) * 1e-6,
+             "duration_excess_s": sum(y for _, y in per[s]) / len(per[s]) * 1e-6} for s in stages]
+    for r in rows:
+        r["op_overhead_s"] = r["start_latency_s"] + r["duration_excess_s"]
+    mean = sum(r["op_overhead_s"] for r in rows) / len(rows)
+    for s, st in enumerate(pipe["stages"]):
+        o = rows[s]["op_overhead_s"] if len(pipe["stages"]) == len(rows) else mean
+        st["profile"] = [with_overhead(p, o) for p in st["profile"]]
+    pipe["description"] = (f"{pipe.get('description', '')} Calibrated: every op costs the overhead the testbed "
+                           f"measured (fidelity_calib.py compute, b = {b}).").strip()
+    with open(out_path, "w") as f:
+        json.dump(pipe, f, indent=1)
+        f.write("\n")
+    return {"micro_batch_size": b, "stages": rows, "mean_op_overhead_s": mean}
+
+
 def efficiency(cal, i, v):
     """Channel i's efficiency at shaped rate v, interpolated between the levels of cal."""
     pts = [(lv["nominal_bytes_per_s"], lv["channels"][i]["efficiency"]) for lv in cal]
@@ -170,9 +269,17 @@ def main(argv):
             fail("network: KIND is constant, or trace followed by RATES_CSV")
         network(argv[1], number(argv[2], "network: NOMINAL"), argv[3], kind,
                 argv[5] if len(argv) >= 6 else None, len(argv) == 7 and argv[6] == "per-channel", bucket)
+    elif len(argv) == 5 and argv[0] == "compute":
+        b = number(argv[3], "compute: B")
+        if b != int(b) or b < 1:
+            fail(f"compute: B: a micro-batch size (a whole number >= 1), got '{argv[3]}'")
+        try:
+            json.dump(compute(argv[1], argv[2], int(b), argv[4]), sys.stdout, indent=1)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            fail(f"compute: {type(e).__name__}: {e}")
     else:
         fail("usage: fidelity_calib.py fit CALIB_DIR SIZES LEVEL... | network CALIBRATION NOMINAL FILE KIND "
-             "[RATES_CSV [per-channel]] (see its first lines)")
+             "[RATES_CSV [per-channel]] | compute TIMELINE PIPELINE B OUT (see its first lines)")
 
 
 if __name__ == "__main__":
