@@ -997,6 +997,27 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
   EXPECT_THAT(out, ContainsRegex("kfkb k=3 b=1 +0 +" + same)) << out;
   std::ofstream(dir.path() / "c0" / "run" / "pipeline.json", std::ios::app) << "\n";
   expect_refused("fidelity_resim.py", resim, "has changed since the plan was made");
+  // A run whose prediction read a calibrated pipeline (fidelity.sh --calib-compute on)
+  // is re-simulated on it, not on the profile beside it: with every forward 1 s longer
+  // there, the re-simulation with nothing else changed is slower than the measurement.
+  const fs::path calibrated = dir.path() / "calibrated" / "run";
+  fs::create_directories(calibrated.parent_path());
+  fs::copy(dir.path() / "c1" / "run", calibrated, fs::copy_options::recursive);
+  const std::string slower = shell(
+      fmt::format("python3 -c 'import json, sys\np = json.load(open(sys.argv[1]))\nfor st in p[\"stages\"]:\n"
+                  "    for x in st[\"profile\"]: x[\"forward_s\"] += 1\njson.dump(p, open(sys.argv[2], \"w\"))' "
+                  "'{}' '{}' 2>&1",
+                  (calibrated / "pipeline.json").string(), (calibrated / "pipeline-sim.json").string()),
+      rc);
+  ASSERT_EQ(rc, 0) << slower;
+  const std::string resim_calibrated = shell(
+      fmt::format("cd '{}' && tools/scripts/fidelity_resim.py --adagrouper '{}/adagrouper' --latency-scale 1 '{}' 2>&1",
+                  SOURCE_ROOT, BUILD_ROOT, calibrated.parent_path().string()),
+      rc);
+  ASSERT_EQ(rc, 0) << resim_calibrated;
+  EXPECT_THAT(resim_calibrated,
+              ContainsRegex(R"(kfkb k=3 b=1 +0 +0\.00 \( *[+-]0\.00\) +[1-9][0-9]*\.[0-9]+ \( *\+[0-9.]+\))"))
+      << resim_calibrated;
 #endif
 }
 

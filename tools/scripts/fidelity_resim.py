@@ -91,11 +91,14 @@ def bucket_of(d, given):
 
 
 def pipeline_of(d):
-    """The run's pipeline: pipeline.json in d or above it (a drawn scenario's), else the
-    file the plan names as its pipeline (a shipped scenario's)."""
+    """The pipeline the run's prediction read: the nearest pipeline-sim.json (fidelity.sh
+    --calib-compute on: the profile with the ops' calibrated overhead) or pipeline.json
+    (a drawn scenario's) in d or above it, pipeline-sim.json first at each level; else
+    the file the plan names as its pipeline (a shipped scenario's)."""
     for up in upward(d):
-        if os.path.exists(os.path.join(up, "pipeline.json")):
-            return os.path.join(up, "pipeline.json")
+        for name in ("pipeline-sim.json", "pipeline.json"):
+            if os.path.exists(os.path.join(up, name)):
+                return os.path.join(up, name)
     named = [x for x in json.load(open(os.path.join(d, "plan.json"))).get("inputs", []) if x["role"] == "pipeline"]
     if not named or not os.path.exists(named[0]["path"]):
         fail(f"{d}: no pipeline.json in it or above it, and the pipeline its plan names is gone")
