@@ -559,6 +559,16 @@ std::string python_in_scripts(const std::string& code, int& rc) {
   return shell(fmt::format("cd '{}/tools/scripts' && python3 -c '{}' 2>&1", SOURCE_ROOT, code), rc);
 }
 
+// Python that makes a timeline's events as the replay writes them, iteration 0: op(...)
+// a compute op on stage pid, recv(...) a receive's flow end.
+std::string timeline_events_py() {
+  return "def op(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"forward\" if name[0] == \"F\" else "
+         "\"backward\", \"name\": name, \"pid\": pid, \"ts\": ts, \"dur\": dur, \"args\": {\"iteration\": 0, "
+         "\"micro_batch\": mb}}\n"
+         "def recv(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"transfer\", \"name\": name, \"pid\": pid, "
+         "\"ts\": ts, \"dur\": dur, \"flow_in\": True, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n";
+}
+
 #ifdef ADAGROUPER_CALIB_BIN
 // A JSON object's keys in order.
 std::vector<std::string> keys_of(const json& doc) {
@@ -1065,11 +1075,8 @@ TEST(Testbed, CalibrationFitsTheBucketsHeadStart) {
 TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
   int rc = 0;
   const std::string out = python_in_scripts(
-      "import fidelity_calib as f, json, tempfile\n"
-      "def op(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"forward\" if name[0] == \"F\" else \"backward\", "
-      "\"name\": name, \"pid\": pid, \"ts\": ts, \"dur\": dur, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n"
-      "def recv(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"transfer\", \"name\": name, \"pid\": pid, "
-      "\"ts\": ts, \"dur\": dur, \"flow_in\": True, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n"
+      "import fidelity_calib as f, json, tempfile\n" +
+      timeline_events_py() +
       "ev = [op(1, \"F0\", 0, 7000, 0), op(1, \"F1\", 7020, 7010, 1), recv(2, \"F0 0->1\", 7000, 500, 0), "
       "op(2, \"F0\", 7540, 7000, 0), recv(1, \"B0 1->0\", 15000, 1000, 0), op(1, \"B0\", 16000, 14000, 0)]\n"
       "d = tempfile.mkdtemp()\n"
@@ -1134,11 +1141,8 @@ TEST(Testbed, AttributionCountsLateOpsDuringTcCalls) {
 TEST(Testbed, AttributionMeasuresOpsStartLatency) {
   int rc = 0;
   const std::string out = python_in_scripts(
-      "import fidelity_attribution as f\n"
-      "def op(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"forward\" if name[0] == \"F\" else \"backward\", "
-      "\"name\": name, \"pid\": pid, \"ts\": ts, \"dur\": dur, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n"
-      "def recv(pid, name, ts, dur, mb): return {\"ph\": \"X\", \"cat\": \"transfer\", \"name\": name, \"pid\": pid, "
-      "\"ts\": ts, \"dur\": dur, \"flow_in\": True, \"args\": {\"iteration\": 0, \"micro_batch\": mb}}\n"
+      "import fidelity_attribution as f\n" +
+      timeline_events_py() +
       "ev = [op(1, \"F0\", 0, 10, 0), recv(2, \"F0 0->1\", 5, 10, 0), op(2, \"F0\", 20, 10, 0), "
       "recv(2, \"F1 0->1\", 15, 10, 1), op(2, \"F1\", 30, 10, 1), recv(2, \"B0 2->1\", 45, 15, 0), op(2, \"B0\", 50, 10, 0)]\n"
       "print([round(x * 1e6, 3) for x in f.start_latencies(ev)])\n"
