@@ -1095,6 +1095,22 @@ TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
             "[(2, 15.0), (1, 40.0)] 27.5\n"
             "[[4015.0, 8015.0, 4015.0, 4015.0], [13015.0, 26015.0, 13015.0, 13015.0]]\n"
             "[[4040.0, 8040.0, 4040.0, 4040.0], [13040.0, 26040.0, 13040.0, 13040.0]]\n");
+  // A stage with no op measured (here stage 1 of 3: its ops' events are missing) is
+  // refused by number, and nothing is written.
+  const std::string gap = python_in_scripts(
+      "import fidelity_calib as f, json, os, tempfile\n" + timeline_events_py() +
+      "d = tempfile.mkdtemp()\n"
+      "json.dump({\"traceEvents\": [op(1, \"F0\", 0, 10, 0), op(1, \"F1\", 20, 10, 1), recv(3, \"F0 1->2\", 0, 10, 0), "
+      "op(3, \"F0\", 20, 10, 0)]}, open(d + \"/t.json\", \"w\"))\n"
+      "st = {\"profile\": [{\"micro_batch_size\": 1, \"forward_s\": 1e-5, \"backward_s\": 2e-5, \"activation_bytes\": 0}]}\n"
+      "json.dump({\"name\": \"p\", \"global_batch_size\": 2, \"stages\": [st, st, st]}, open(d + \"/p.json\", \"w\"))\n"
+      "try:\n"
+      "    f.compute(d + \"/t.json\", d + \"/p.json\", 1, d + \"/o.json\")\n"
+      "finally:\n"
+      "    print(sorted(os.listdir(d)))",
+      rc);
+  EXPECT_EQ(rc, 2) << gap;
+  EXPECT_THAT(gap, HasSubstr("no op that could be measured on stage 1\n['p.json', 't.json']")) << gap;
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
            {"compute t.json p.json 0 out.json", "compute: B: a micro-batch size"},
            {"compute /nonexistent.json p.json 1 out.json", "compute: FileNotFoundError"}})

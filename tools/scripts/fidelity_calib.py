@@ -178,8 +178,9 @@ def compute(timeline, pipeline_path, b, out_path):
         nominal = profile_at(pipe["stages"][s], b)[e["name"][0] == "B"] * 1e6
         per.setdefault(s, []).append((e["ts"] - ready, e["dur"] - nominal))
     stages = sorted(per)
-    if not stages or stages != list(range(len(stages))):
-        fail(f"compute: {timeline}: no op that could be measured on stage {len(stages)}")
+    missing = sorted(set(range(max(stages, default=-1) + 2)) - set(stages))
+    if missing[0] < len(stages) or not stages:
+        fail(f"compute: {timeline}: no op that could be measured on stage {missing[0]}")
     rows = [{"stage": s, "ops": len(per[s]), "start_latency_s": sum(x for x, _ in per[s]) / len(per[s]) * 1e-6,
              "duration_excess_s": sum(y for _, y in per[s]) / len(per[s]) * 1e-6} for s in stages]
     for r in rows:
@@ -190,9 +191,10 @@ def compute(timeline, pipeline_path, b, out_path):
         st["profile"] = [with_overhead(p, o) for p in st["profile"]]
     pipe["description"] = (f"{pipe.get('description', '')} Calibrated: every op costs the overhead the testbed "
                            f"measured (fidelity_calib.py compute, b = {b}).").strip()
-    with open(out_path, "w") as f:
+    with open(out_path + ".tmp", "w") as f:  # renamed when complete
         json.dump(pipe, f, indent=1)
         f.write("\n")
+    os.replace(out_path + ".tmp", out_path)
     return {"micro_batch_size": b, "stages": rows, "mean_op_overhead_s": mean}
 
 
@@ -275,7 +277,7 @@ def main(argv):
             fail(f"compute: B: a micro-batch size (a whole number >= 1), got '{argv[3]}'")
         try:
             json.dump(compute(argv[1], argv[2], int(b), argv[4]), sys.stdout, indent=1)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
             fail(f"compute: {type(e).__name__}: {e}")
     else:
         fail("usage: fidelity_calib.py fit CALIB_DIR SIZES LEVEL... | network CALIBRATION NOMINAL FILE KIND "
