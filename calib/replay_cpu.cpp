@@ -31,15 +31,12 @@ void nap_until(double t) {
   }
 }
 
-constexpr double kSpinS = 200e-6;   // the end of a compute op is spun, not slept
-constexpr double kPollS = 20e-6;    // MPI_Test period of a transfer in flight
-
 }  // namespace
 
-std::function<void(Kernels&)> cpu_compute_task(double seconds) {
-  return [seconds](Kernels&) {
+std::function<void(Kernels&)> cpu_compute_task(double seconds, double spin_s) {
+  return [seconds, spin_s](Kernels&) {
     const double end = now_s() + seconds;
-    if (seconds > kSpinS) nap_until(end - kSpinS);
+    if (seconds > spin_s) nap_until(end - spin_s);
     while (now_s() < end) {
     }
   };
@@ -58,8 +55,8 @@ std::function<void(Kernels&)> cpu_fifo_task(int priority, const Identity& id) {
 }
 
 CpuReplayLinks::CpuReplayLinks(const Mpi& mpi, Watchdog& dog, const std::vector<ChannelSpec>& specs,
-                               std::size_t max_bytes)
-    : mpi_(mpi), dog_(dog), ends_(specs.size()) {
+                               std::size_t max_bytes, double poll_s)
+    : mpi_(mpi), dog_(dog), poll_s_(poll_s), ends_(specs.size()) {
   const int me = mpi.rank();
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const ChannelSpec& s = specs[i];
@@ -114,7 +111,7 @@ void CpuReplayLinks::transfer(End& e, std::size_t bytes) {
   for (;;) {
     mpi_.check(MPI_Test(&req, &done, &status), "MPI_Test");
     if (done) break;
-    nap_until(now_s() + kPollS);
+    nap_until(now_s() + poll_s_);
   }
   if (!e.sender) {
     int got = 0;

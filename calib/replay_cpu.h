@@ -2,10 +2,11 @@
 // worker threads (Stream::submit) in place of the backend's busy kernel and blocking
 // channel calls, so that the replay leaves the CPU to the other ranks on the same host.
 //
-//   compute op: sleeps until 200 us before its end, then spins to the end: it lasts its
+//   compute op: sleeps until its spin (default 200 us) before its end, then spins: it lasts its
 //               duration to a few microseconds and occupies no core while it waits;
 //   send/recv:  MPI_Isend / MPI_Irecv on a communicator of the channel's two ranks,
-//               completed by MPI_Test every 20 us (a short sleep in between): separate
+//               completed by MPI_Test every poll period (default 20 us; a sleep in
+//               between, so a transfer ends up to one period late): separate
 //               send and recv threads (the streams' workers) under MPI_THREAD_MULTIPLE.
 //
 // A busy spin and blocking MPI calls (what the backend's own Stream::busy and Channel do)
@@ -25,8 +26,9 @@
 
 namespace adagrouper::calib {
 
-// Work for the compute stream: ends `seconds` after it starts.
-std::function<void(Kernels&)> cpu_compute_task(double seconds);
+// Work for the compute stream: ends `seconds` after it starts; sleeps until `spin_s`
+// before its end and spins the rest (the wake-up of a sleep is late by tens of us).
+std::function<void(Kernels&)> cpu_compute_task(double seconds, double spin_s);
 
 // Work that puts the thread running it (a stream's worker) under SCHED_FIFO at
 // `priority`; throws CalibError naming `id` where the system refuses.
@@ -36,7 +38,9 @@ std::function<void(Kernels&)> cpu_fifo_task(int priority, const Identity& id);
 // every rank constructs it with the same specs), used from stream workers.
 class CpuReplayLinks {
  public:
-  CpuReplayLinks(const Mpi& mpi, Watchdog& watchdog, const std::vector<ChannelSpec>& specs, std::size_t max_bytes);
+  // `poll_s`: the period of MPI_Test on a transfer in flight.
+  CpuReplayLinks(const Mpi& mpi, Watchdog& watchdog, const std::vector<ChannelSpec>& specs, std::size_t max_bytes,
+                 double poll_s);
   ~CpuReplayLinks();
   CpuReplayLinks(const CpuReplayLinks&) = delete;
   CpuReplayLinks& operator=(const CpuReplayLinks&) = delete;
@@ -58,6 +62,7 @@ class CpuReplayLinks {
 
   const Mpi& mpi_;
   Watchdog& dog_;
+  const double poll_s_;
   std::vector<End> ends_;  // one per spec (comm null where this rank is no end)
 };
 

@@ -28,10 +28,13 @@ namespace po = boost::program_options;
 
 namespace {
 
+constexpr double kComputeSpinUs = 200;  // the default spun end of a cpu compute op
+constexpr double kMpiPollUs = 20;       // the default MPI_Test period of a cpu transfer
+
 constexpr const char* kReplayHelp = R"(Usage: mpirun -np S adagrouper-calib replay --plan PLAN.json [--candidate I]
                        [--pipeline P] [--iterations n] [--warmup w] [--backend cpu|cuda]
-                       [--streams plan|channel] [--compute-fifo P] [--time-origin T] [--start-at T]
-                       [--timeout SEC]
+                       [--streams plan|channel] [--compute-fifo P] [--compute-spin US] [--mpi-poll US]
+                       [--time-origin T] [--start-at T] [--timeout SEC]
                        [--output FILE] [--timeline FILE] [--stage-trace FILE] [--raw FILE]
                        [--json]
 
@@ -84,6 +87,8 @@ struct ReplayOptions {
   int iterations = 5, warmup = 1;
   std::string backend = cuda_backend_built() ? "cuda" : "cpu", streams = "plan";
   int compute_fifo = 0;  // 0: the compute stream's thread keeps the process's policy
+  double compute_spin_us = kComputeSpinUs;  // cpu: the end of a compute op is spun for this long, not slept
+  double mpi_poll_us = kMpiPollUs;          // cpu: the MPI_Test period of a transfer in flight
   std::optional<double> time_origin, start_at;
   double timeout_s = 120;
   std::string output, timeline, stage_trace, raw;
@@ -110,9 +115,18 @@ void add_replay_options(po::options_description& opts) {
     ("compute-fifo", po::value<int>()->default_value(0)->value_name("P"),
        "cpu: run the compute stream's thread under SCHED_FIFO at priority P (1-99; 0: off), the rest of the "
        "rank as it was started: an op then waits for no core behind the threads that poll MPI. The thread "
-       "sleeps, or spins for at most 200 us, so it holds a core only briefly; but threads of one SCHED_FIFO "
+       "sleeps, or spins for at most --compute-spin, so it holds a core only briefly; but threads of one SCHED_FIFO "
        "priority are not time-sliced, so with more ranks than cores an op can wait for the others' spins "
        "(docs/fidelity.md measures both). Needs CAP_SYS_NICE (root)")
+    ("compute-spin", po::value<double>()->default_value(kComputeSpinUs)->value_name("US"),
+       "cpu: a compute op sleeps until US microseconds before its end and spins the rest (0-100000). A longer "
+       "spin ends an op closer to its duration on an idle core; a shorter one leaves the cores to the other "
+       "ranks, which matters with more ranks than cores (0: sleep to the end, which then ends late by the "
+       "thread's wake-up)")
+    ("mpi-poll", po::value<double>()->default_value(kMpiPollUs)->value_name("US"),
+       "cpu: the period of MPI_Test on a transfer in flight, a sleep in between (1-100000 us). A transfer ends "
+       "up to one period late; a shorter period wakes each send and recv thread more often, which with more "
+       "ranks than cores takes cores from the ops")
     ("time-origin", po::value<double>()->value_name("T"),
        "Unix time (s) that is time 0 of the traces: start_time_s in the summary is the measured iteration 0's "
        "start minus T (default: start_time_s 0)")
@@ -163,6 +177,18 @@ std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
     throw InputError(fmt::format("--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got {}", o.compute_fifo));
   if (o.compute_fifo > 0 && o.backend != "cpu")
     throw InputError("--compute-fifo: the cpu backend's option (cuda's compute runs on the GPU)");
+  const double spin_us = vm["compute-spin"].as<double>();
+  if (!(spin_us >= 0 && spin_us <= 100000))
+    throw InputError(fmt::format("--compute-spin: microseconds from 0 to 100000, got {}", spin_us));
+  if (!vm["compute-spin"].defaulted() && o.backend != "cpu")
+    throw InputError("--compute-spin: the cpu backend's option (cuda's compute runs on the GPU)");
+  o.compute_spin_us = spin_us;
+  const double poll_us = vm["mpi-poll"].as<double>();
+  if (!(poll_us >= 1 && poll_us <= 100000))
+    throw InputError(fmt::format("--mpi-poll: microseconds from 1 to 100000, got {}", poll_us));
+  if (!vm["mpi-poll"].defaulted() && o.backend != "cpu")
+    throw InputError("--mpi-poll: the cpu backend's option (cuda's transfers are NCCL's)");
+  o.mpi_poll_us = poll_us;
   if (vm.count("time-origin")) {
     o.time_origin = vm["time-origin"].as<double>();
     if (!std::isfinite(*o.time_origin)) throw InputError("--time-origin: must be a finite Unix time");
@@ -179,6 +205,16 @@ std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
   if (vm.count("raw")) o.raw = vm["raw"].as<std::string>();
   o.json = vm["json"].as<bool>();
   return o;
+}
+
+// What the human summary says about the compute thread where it is not the default.
+std::string compute_note(const ReplayOptions& o) {
+  std::string note;
+  if (o.compute_fifo > 0) note += fmt::format(", compute thread SCHED_FIFO {}", o.compute_fifo);
+  if (o.backend == "cpu" && o.compute_spin_us != kComputeSpinUs)
+    note += fmt::format(", ops spin their last {:g} us", o.compute_spin_us);
+  if (o.backend == "cpu" && o.mpi_poll_us != kMpiPollUs) note += fmt::format(", MPI_Test every {:g} us", o.mpi_poll_us);
+  return note;
 }
 
 // Offset of this rank's clock from rank 0's (local - rank 0), from the fastest of
@@ -304,10 +340,11 @@ double unix_time_now() {
 // backend the replay's non-blocking MPI links (calib/replay_cpu.h).
 class Links {
  public:
-  Links(Backend& be, const Mpi& mpi, Watchdog& dog, const std::vector<ChannelSpec>& specs, std::size_t max_bytes)
+  Links(Backend& be, const Mpi& mpi, Watchdog& dog, const std::vector<ChannelSpec>& specs, std::size_t max_bytes,
+        double poll_s)
       : index_(specs.size(), -1) {
     if (be.kind() == BackendKind::cpu) {
-      cpu_ = std::make_unique<CpuReplayLinks>(mpi, dog, specs, max_bytes);
+      cpu_ = std::make_unique<CpuReplayLinks>(mpi, dog, specs, max_bytes, poll_s);
       return;
     }
     backend_ = be.connect(specs, max_bytes);
@@ -346,14 +383,15 @@ class RankRun {
   RankRun(const Mpi& mpi, Watchdog& dog, Backend& be, const ReplayOptions& o, const ReplayPlan& plan,
           const IndexedProgram& p)
       : be_(be),
+        compute_spin_s_(1e-6 * o.compute_spin_us),
         plan_(plan),
         p_(p),
         s_(mpi.rank()),
         total_(static_cast<std::size_t>(o.warmup + o.iterations)),
         peers_(static_cast<std::size_t>(plan.stages - 1)),
-        data_links_(be, mpi, dog, data_specs(plan), largest_message(plan)),
-        done_links_(be, mpi, dog, control_specs(plan.stages), 16),
-        ready_links_(be, mpi, dog, control_specs(plan.stages), 16) {
+        data_links_(be, mpi, dog, data_specs(plan), largest_message(plan), 1e-6 * o.mpi_poll_us),
+        done_links_(be, mpi, dog, control_specs(plan.stages), 16, 1e-6 * o.mpi_poll_us),
+        ready_links_(be, mpi, dog, control_specs(plan.stages), 16, 1e-6 * o.mpi_poll_us) {
     make_streams(o.streams == "channel");
     make_all_events();
     if (o.compute_fifo > 0) {  // before anything else runs on it; a refusal is thrown here
@@ -447,7 +485,7 @@ class RankRun {
   // A compute op of `seconds` on the compute stream (cpu: the replay's own task).
   void busy(double seconds) {
     if (be_.kind() == BackendKind::cpu) {
-      compute_->submit(cpu_compute_task(seconds));
+      compute_->submit(cpu_compute_task(seconds, compute_spin_s_));
     } else {
       compute_->busy(seconds);
     }
@@ -547,6 +585,7 @@ class RankRun {
   }
 
   Backend& be_;
+  const double compute_spin_s_;  // cpu: the spun end of each compute op
   const ReplayPlan& plan_;
   const IndexedProgram& p_;
   const int s_;               // this rank's stage
@@ -640,7 +679,7 @@ int report(const ReplayOptions& o, const ReplayPlan& plan, const std::vector<Ind
     std::cout << fmt::format("replay of {} ({} backend, {} streams{}, {} warm-up + {} measured iterations, clock "
                              "offsets up to {:.1f} us{})\n",
                              plan.source, o.backend, o.streams,
-                             o.compute_fifo > 0 ? fmt::format(", compute thread SCHED_FIFO {}", o.compute_fifo) : "",
+                             compute_note(o),
                              o.warmup, o.iterations, 1e6 * clocks.worst_offset,
                              clocks.one_host ? ", one host: not applied" : "");
     std::cout << sim::summary_text(result);

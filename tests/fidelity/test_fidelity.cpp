@@ -759,6 +759,70 @@ TEST(Replay, ComputeFifoRunsOrIsRefusedInOneLine) {
 #endif
 }
 
+// --compute-spin and --mpi-poll: out of range or with the cuda backend is one line of
+// bad input, exit status 2; a spin of 0 runs every compute op as a sleep to its end and
+// a poll of 100 us tests each transfer that often, which the summary says, and no op
+// ends before its profiled duration.
+TEST(Replay, ComputeSpinAndMpiPollSetTheCpuThreadsWaits) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the replay is not tested";
+#else
+  TempDir tmp;
+  const auto plan_path = tmp.path() / "plan.json";
+  auto r = plan_two_stages(plan_path);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto replay = [&](const std::string& args, int& rc) {
+    return shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' "
+                             "replay --plan '{}' --iterations 2 --warmup 0 --timeout 60 {} 2>&1",
+                             SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), args),
+                 rc);
+  };
+  int rc = 0;
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"--backend cpu --compute-spin=-1", "--compute-spin: microseconds from 0 to 100000, got -1"},
+           {"--backend cpu --compute-spin 200000", "--compute-spin: microseconds from 0 to 100000, got 200000"},
+           {"--backend cuda --compute-spin 0", "--compute-spin: the cpu backend's option"},
+           {"--backend cpu --mpi-poll 0", "--mpi-poll: microseconds from 1 to 100000, got 0"},
+           {"--backend cuda --mpi-poll 50", "--mpi-poll: the cpu backend's option"}}) {
+    const std::string out = replay(args, rc);
+    EXPECT_EQ(rc, 2) << args << ": " << out;
+    EXPECT_THAT(out, HasSubstr(piece)) << args;
+  }
+  const fs::path st = tmp.path() / "stages.csv";
+  const std::string out =
+      replay("--backend cpu --compute-spin 0 --mpi-poll 100 --stage-trace '" + st.string() + "'", rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr("plan streams, ops spin their last 0 us, MPI_Test every 100 us, 0 warm-up + 2 measured"));
+  // The profile's durations at the chosen micro-batch size, per stage.
+  const json plan = json::parse(clirunner::slurp(plan_path));
+  const json pipeline = json::parse(clirunner::slurp(fs::path(SOURCE_ROOT) / "configs/fidelity/pipeline-2.json"));
+  const int b = plan["chosen"]["micro_batch_size"];
+  std::map<std::pair<int, std::string>, double> planned;
+  for (int s = 0; s < 2; ++s)
+    for (const auto& point : pipeline["stages"][s]["profile"])
+      if (point["micro_batch_size"] == b) {
+        planned[{s, "F"}] = point["forward_s"];
+        planned[{s, "B"}] = point["backward_s"];
+      }
+  ASSERT_EQ(planned.size(), 4u);
+  std::istringstream rows(clirunner::slurp(st));
+  std::string line;
+  std::getline(rows, line);  // header
+  int ops = 0;
+  while (std::getline(rows, line)) {
+    std::vector<std::string> cell;
+    std::istringstream fields(line);
+    for (std::string c; std::getline(fields, c, ',');) cell.push_back(c);
+    ASSERT_EQ(cell.size(), 5u) << line;
+    const auto it = planned.find({std::stoi(cell[1]), cell[3]});
+    ASSERT_NE(it, planned.end()) << line;
+    EXPECT_GE(std::stod(cell[4]), it->second) << line;
+    ++ops;
+  }
+  EXPECT_EQ(ops, 2 * 2 * 2 * plan["chosen"]["micro_batches"].get<int>());  // iterations x stages x (F, B)
+#endif
+}
+
 // ZBV (V placement: two model stages per rank, local messages at the turn, I and W ops)
 // and interleaved 1F1B with 2 virtual stages, replayed under mpirun: every op of the
 // programs runs, the summary names the model stages, and compare pairs it with
@@ -910,6 +974,8 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
            {"--calib-latency line", "--calib-latency: auto, fit or tiny"},
            {"--calib-compute yes", "--calib-compute: on or off"},
+           {"--compute-spin -5", "--compute-spin: microseconds, an integer from 0 to 100000"},
+           {"--mpi-poll 0", "--mpi-poll: microseconds, an integer from 1 to 100000"},
            {"--calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--bucket fixed --model-bucket off --calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--priority fifo", "--priority: auto, rt, compute-rt, nice or none"},

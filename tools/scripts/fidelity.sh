@@ -127,6 +127,15 @@
 #                      wake-up on a shared core, a busy loop that ends late). The plan
 #                      and the simulations read it (pipeline-sim.json), the ranks run the
 #                      profile; docs/fidelity.md, "Calibrating the ops"
+#   --compute-spin US  microseconds at the end of each compute op that the ranks spin
+#                      rather than sleep (replay --compute-spin; default 200). With
+#                      more ranks than cores a spin takes a core from a rank that
+#                      wants one; 0 sleeps to the end (late by a wake-up instead);
+#                      docs/fidelity.md, "The ranks' own CPU load"
+#   --mpi-poll US      period of MPI_Test on a transfer in flight, in microseconds
+#                      (replay --mpi-poll; default 20): a transfer ends up to one
+#                      period late, and a shorter one wakes the ranks' send and recv
+#                      threads more often; docs/fidelity.md, "The ranks' own CPU load"
 #   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): reno
 #                      (default: it keeps a shaped link busy at the shaper's rate whatever
 #                      the traffic, as the model's channel is; with BBR and CUBIC the
@@ -162,7 +171,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on
+shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
@@ -238,6 +247,7 @@ run_random_scenarios() {
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --calib-compute "$calib_compute" --queue "$queue_kind" \
+        --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
         --tcp-idle-restart "$tcp_idle" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -316,6 +326,8 @@ while [ $# -gt 0 ]; do
     --model-bucket) model_bucket=${2:-}; shift 2 ;;
     --calib-latency) calib_latency=${2:-}; shift 2 ;;
     --calib-compute) calib_compute=${2:-}; shift 2 ;;
+    --compute-spin) compute_spin=${2:-}; shift 2 ;;
+    --mpi-poll) mpi_poll=${2:-}; shift 2 ;;
     --tcp) tcp_cc=${2:-}; shift 2 ;;
     --tcp-idle-restart) tcp_idle=${2:-}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -353,6 +365,10 @@ case "$calib_latency" in
   *) die "--calib-latency: auto, fit or tiny, got '$calib_latency'" ;;
 esac
 case "$calib_compute" in on | off) ;; *) die "--calib-compute: on or off, got '$calib_compute'" ;; esac
+[[ "$compute_spin" =~ ^[0-9]+$ ]] && [ "$compute_spin" -le 100000 ] ||
+  die "--compute-spin: microseconds, an integer from 0 to 100000, got '$compute_spin'"
+[[ "$mpi_poll" =~ ^[0-9]+$ ]] && [ "$mpi_poll" -ge 1 ] && [ "$mpi_poll" -le 100000 ] ||
+  die "--mpi-poll: microseconds, an integer from 1 to 100000, got '$mpi_poll'"
 [[ "$tcp_cc" =~ ^[a-z0-9_]+$ ]] || die "--tcp: a congestion control's name (reno, cubic, bbr) or host, got '$tcp_cc'"
 case "$tcp_idle" in on | off | host) ;; *) die "--tcp-idle-restart: on, off or host, got '$tcp_idle'" ;; esac
 case "$queue_kind" in auto | per-rate | fixed) ;; *) die "--queue: auto, per-rate or fixed, got '$queue_kind'" ;; esac
@@ -392,6 +408,7 @@ case "$priority" in
   rt) prio=(chrt -f 10) ;;
   compute-rt) prio=(nice -n -10) replay_prio=(--compute-fifo 10) ;;
 esac
+replay_prio+=(--compute-spin "$compute_spin" --mpi-poll "$mpi_poll")
 [ -n "$pipeline" ] || pipeline="$root/configs/fidelity/pipeline-$ranks.json"
 [ -f "$pipeline" ] || die "--pipeline: no file $pipeline"
 [ -z "$trace" ] || [ -f "$trace" ] || die "--trace: no file $trace"
