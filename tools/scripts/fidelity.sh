@@ -128,14 +128,14 @@
 #                      and the simulations read it (pipeline-sim.json), the ranks run the
 #                      profile; docs/fidelity.md, "Calibrating the ops"
 #   --compute-spin US  microseconds at the end of each compute op that the ranks spin
-#                      rather than sleep (replay --compute-spin; default 200). With
-#                      more ranks than cores a spin takes a core from a rank that
-#                      wants one; 0 sleeps to the end (late by a wake-up instead);
-#                      docs/fidelity.md, "The ranks' own CPU load"
+#                      rather than sleep (replay --compute-spin; default 200); 0 sleeps
+#                      to the end (late by a wake-up instead)
 #   --mpi-poll US      period of MPI_Test on a transfer in flight, in microseconds
 #                      (replay --mpi-poll; default 20): a transfer ends up to one
 #                      period late, and a shorter one wakes the ranks' send and recv
-#                      threads more often; docs/fidelity.md, "The ranks' own CPU load"
+#                      threads more often. Both: with more ranks than cores a spin or
+#                      a poll takes a core another rank wants; docs/fidelity.md, "The
+#                      ranks' own CPU load"
 #   --tcp CC           TCP congestion control in the namespaces (netns.sh tcp): reno
 #                      (default: it keeps a shaped link busy at the shaper's rate whatever
 #                      the traffic, as the model's channel is; with BBR and CUBIC the
@@ -443,7 +443,7 @@ trap cleanup EXIT
 tcp_now=$("${netns[@]}" tcp "$tcp_cc" --idle-restart "$tcp_idle") || exit 2
 echo "$tcp_now" >"$out/tcp.txt"
 echo "fidelity.sh: TCP in the namespaces: $tcp_now"
-echo "fidelity.sh: priority $priority ($ranks ranks, $(nproc) cores)"
+echo "fidelity.sh: priority $priority ($ranks ranks, $(nproc) cores); ops spin their last $compute_spin us, MPI_Test every $mpi_poll us"
 
 # The ranks run at a higher priority than the rest of the machine (--priority), so that
 # other work on the host delays their wake-ups less. Every message goes eagerly: above

@@ -16,7 +16,9 @@ assumes a token bucket of B bytes in front of the rate (docs/model.md, "Shaped l
 full at each message, so that a message of x bytes takes L + (x - B) / R. SIZES may
 also name tiny (with --bucket-bytes only): replays of messages smaller than the bucket,
 spaced for it to refill, which leave at once; their median time is then the latency,
-and the rate comes from the largest other size with it. Prints the calibration JSON.
+and the rate comes from the largest other size with it, each message given the head
+start the bucket had for it (none for a message sent as the previous one ended; the
+model's rule). Prints the calibration JSON.
 
 network: a network file FILE with the calibrated channels of CALIBRATION. KIND
 constant: each channel's effective rate at the shaped rate NOMINAL; trace: RATES_CSV
@@ -36,6 +38,7 @@ Exit status 2 with one line on bad arguments.
 """
 import csv
 import json
+import math
 import os
 import statistics
 import sys
@@ -46,14 +49,40 @@ def fail(msg):
     sys.exit(2)
 
 
-def medians(path):
-    """Per channel (from, to) of a replay's timeline: (bytes, median transfer time, count)."""
+def transfers(path):
+    """Per channel (from, to) of a replay's timeline: its transfers (bytes, start, seconds)
+    in the order they started (start in seconds on the timeline's clock)."""
     per = {}
     for e in json.load(open(path))["traceEvents"]:
         if e.get("cat") == "transfer" and e.get("flow_out"):
             ends = e["name"].split()[1].split("->")
-            per.setdefault((int(ends[0]), int(ends[1])), []).append((e["args"]["bytes"], e["dur"] * 1e-6))
-    return {k: (v[0][0], statistics.median(t for _, t in v), len(v)) for k, v in per.items()}
+            per.setdefault((int(ends[0]), int(ends[1])), []).append(
+                (e["args"]["bytes"], e["ts"] * 1e-6, e["dur"] * 1e-6))
+    return {k: sorted(v, key=lambda m: m[1]) for k, v in per.items()}
+
+
+def medians(path):
+    """Per channel (from, to) of a replay's timeline: (bytes, median transfer time, count)."""
+    return {k: (v[0][0], statistics.median(t for _, _, t in v), len(v)) for k, v in transfers(path).items()}
+
+
+def bucket_rate(messages, bucket, lat):
+    """The rate of a channel with a bucket of `bucket` bytes and latency `lat` from its
+    messages (bytes, start, seconds), each given the head start the model gives it: the
+    tokens that accrued at the rate since the previous message ended, from that end to
+    its own start plus the latency (docs/model.md, "Shaped links"), at most the bucket;
+    the first finds it full. A message of x bytes taking t after a refill window g then
+    gives R = (x - B) / (t - L) where g R >= B, else R = x / (t - L + g). The median over
+    the messages: messages sent back to back get no head start, which a fit assuming a
+    full bucket at each would take for a slower rate."""
+    rates, prev_end = [], None
+    for x, start, t in messages:
+        busy = max(t - lat, 1e-9)
+        full = (x - bucket) / busy
+        g = math.inf if prev_end is None else max(start + lat - prev_end, 0.0)
+        rates.append(full if g * full >= bucket else x / (busy + g))
+        prev_end = start + t
+    return statistics.median(rates)
 
 
 def fit_channel(small, large, bucket=0.0, tiny=None):
@@ -82,7 +111,8 @@ def fit(calib_dir, sizes, levels, bucket=0.0):
     out = []
     for name in levels:
         level = float(name)
-        runs = [medians(os.path.join(calib_dir, f"run-{name}-{s}.trace.json")) for s in sizes if s != "tiny"]
+        msgs = [transfers(os.path.join(calib_dir, f"run-{name}-{s}.trace.json")) for s in sizes if s != "tiny"]
+        runs = [{k: (v[0][0], statistics.median(t for _, _, t in v), len(v)) for k, v in m.items()} for m in msgs]
         tiny = medians(os.path.join(calib_dir, f"run-{name}-tiny.trace.json")) if "tiny" in sizes else None
         chans = []
         for (f, t) in sorted(runs[0], key=lambda c: (c[0] > c[1], min(c))):
@@ -95,6 +125,8 @@ def fit(calib_dir, sizes, levels, bucket=0.0):
             if tiny is not None:
                 n += tiny[(f, t)][2]
             lat, rate = fit_channel(small, (xb, tb), bucket, tiny[(f, t)][:2] if tiny is not None else None)
+            if tiny is not None:  # the latency measured: each large message's own head start
+                rate = bucket_rate(msgs[-1][(f, t)], bucket, lat)
             chans.append({"from": f, "to": t, "latency_s": lat, "rate": rate, "efficiency": rate / level,
                           "samples": n})
         out.append({"nominal_bytes_per_s": level, "channels": chans})

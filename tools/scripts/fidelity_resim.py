@@ -17,8 +17,10 @@ run directory, or OUT.log beside a shipped scenario's OUT, when its output was s
 there). With --refit the channels are also fitted again with the bucket in the fit
 (fidelity_calib.py fit --bucket-bytes B, on the run's own calibration replays in calib/
 above it): those replays start most messages on an idle link, so their head start is
-in the fitted rate unless the fit knows the bucket. The refit takes the small and large
-replays only: for a run calibrated with --calib-latency tiny it is the two-size line.
+in the fitted rate unless the fit knows the bucket. The refit takes the replays the run
+had: small and large (the two-size line), and tiny where the run was calibrated with
+--calib-latency tiny (the latency from them, the rate from each large message with the
+head start its bucket had).
 --refit writes calibration-refit.json into the run directory, and the networks from it
 and the run's recorded rates (recorded-I.csv, recorded-I-F-T.csv).
 
@@ -111,9 +113,9 @@ def calib_dir(d):
     """The calibration replays above run directory d: (calib/, sizes, shaped rates as named)."""
     for up in upward(d):
         c = os.path.join(up, "calib")
-        names = [os.path.basename(p)[4:-11] for p in glob.glob(os.path.join(c, "run-*.trace.json"))]
-        if names:
-            sizes = [s for s in ("small", "large") if any(n.endswith("-" + s) for n in names)]
+        names = [os.path.basename(p)[4:-11] for p in glob.glob(os.path.join(c, "run-*-*.trace.json"))]
+        if names:  # run-LEVEL-SIZE; run-compute (the ops' calibration) is not a link's
+            sizes = [s for s in ("small", "large", "tiny") if any(n.endswith("-" + s) for n in names)]
             levels = sorted({n.rsplit("-", 1)[0] for n in names}, key=float)
             return c, sizes, levels
     fail(f"{d}: --refit: no calib/ with replays (run-LEVEL-SIZE.trace.json) in it or above it")
