@@ -145,6 +145,18 @@ void add_replay_options(po::options_description& opts) {
   // clang-format on
 }
 
+// The cpu backend's option `name` in microseconds, from `lowest` to 100000; refused
+// with another backend where it was given (`why`: what that backend does instead).
+double cpu_microseconds(const po::variables_map& vm, const std::string& name, double lowest,
+                        const std::string& backend, const char* why) {
+  const double us = vm[name].as<double>();
+  if (!(us >= lowest && us <= 100000))
+    throw InputError(fmt::format("--{}: microseconds from {} to 100000, got {}", name, lowest, us));
+  if (!vm[name].defaulted() && backend != "cpu")
+    throw InputError(fmt::format("--{}: the cpu backend's option ({})", name, why));
+  return us;
+}
+
 // Throws InputError for an option that is wrong on its own; returns nullopt after --help.
 std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
   po::options_description opts(kReplayHelp);
@@ -177,18 +189,8 @@ std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
     throw InputError(fmt::format("--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got {}", o.compute_fifo));
   if (o.compute_fifo > 0 && o.backend != "cpu")
     throw InputError("--compute-fifo: the cpu backend's option (cuda's compute runs on the GPU)");
-  const double spin_us = vm["compute-spin"].as<double>();
-  if (!(spin_us >= 0 && spin_us <= 100000))
-    throw InputError(fmt::format("--compute-spin: microseconds from 0 to 100000, got {}", spin_us));
-  if (!vm["compute-spin"].defaulted() && o.backend != "cpu")
-    throw InputError("--compute-spin: the cpu backend's option (cuda's compute runs on the GPU)");
-  o.compute_spin_us = spin_us;
-  const double poll_us = vm["mpi-poll"].as<double>();
-  if (!(poll_us >= 1 && poll_us <= 100000))
-    throw InputError(fmt::format("--mpi-poll: microseconds from 1 to 100000, got {}", poll_us));
-  if (!vm["mpi-poll"].defaulted() && o.backend != "cpu")
-    throw InputError("--mpi-poll: the cpu backend's option (cuda's transfers are NCCL's)");
-  o.mpi_poll_us = poll_us;
+  o.compute_spin_us = cpu_microseconds(vm, "compute-spin", 0, o.backend, "cuda's compute runs on the GPU");
+  o.mpi_poll_us = cpu_microseconds(vm, "mpi-poll", 1, o.backend, "cuda's transfers are NCCL's");
   if (vm.count("time-origin")) {
     o.time_origin = vm["time-origin"].as<double>();
     if (!std::isfinite(*o.time_origin)) throw InputError("--time-origin: must be a finite Unix time");
@@ -207,13 +209,13 @@ std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
   return o;
 }
 
-// What the human summary says about the compute thread where it is not the default.
+// What the human summary says about the ranks' threads where they are not as by default
+// (the cpu backend's options: another backend refuses them).
 std::string compute_note(const ReplayOptions& o) {
   std::string note;
   if (o.compute_fifo > 0) note += fmt::format(", compute thread SCHED_FIFO {}", o.compute_fifo);
-  if (o.backend == "cpu" && o.compute_spin_us != kComputeSpinUs)
-    note += fmt::format(", ops spin their last {:g} us", o.compute_spin_us);
-  if (o.backend == "cpu" && o.mpi_poll_us != kMpiPollUs) note += fmt::format(", MPI_Test every {:g} us", o.mpi_poll_us);
+  if (o.compute_spin_us != kComputeSpinUs) note += fmt::format(", ops spin their last {:g} us", o.compute_spin_us);
+  if (o.mpi_poll_us != kMpiPollUs) note += fmt::format(", MPI_Test every {:g} us", o.mpi_poll_us);
   return note;
 }
 

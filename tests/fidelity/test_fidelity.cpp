@@ -639,6 +639,26 @@ clirunner::Outcome plan_two_stages(const fs::path& plan_path) {
                                    plan_path.parent_path());
 }
 
+// Replays the plan at `plan_path` on 2 ranks under mpirun, `iterations` measured and no
+// warm-up, with `args` added; returns the output and sets `rc`.
+std::string replay_two_stages(const fs::path& plan_path, int iterations, const std::string& args, int& rc) {
+  return shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' "
+                           "replay --plan '{}' --iterations {} --warmup 0 --timeout 60 {} 2>&1",
+                           SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), iterations, args),
+               rc);
+}
+
+// Each (options, piece) of bad replay options: exit status 2 and the piece in the output.
+void expect_replay_refused(const fs::path& plan_path,
+                           const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [args, piece] : cases) {
+    int rc = 0;
+    const std::string out = replay_two_stages(plan_path, 1, args, rc);
+    EXPECT_EQ(rc, 2) << args << ": " << out;
+    EXPECT_THAT(out, HasSubstr(piece)) << args;
+  }
+}
+
 #endif
 
 TEST(Replay, TwoStagePlanUnderMpirun) {
@@ -730,23 +750,15 @@ TEST(Replay, ComputeFifoRunsOrIsRefusedInOneLine) {
   const auto plan_path = tmp.path() / "plan.json";
   auto r = plan_two_stages(plan_path);
   ASSERT_EQ(r.rc, 0) << r.err;
-  const auto replay = [&](const std::string& args, int& rc) {
-    return shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' "
-                             "replay --plan '{}' --iterations 1 --warmup 0 --timeout 60 {} 2>&1",
-                             SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), args),
-                 rc);
-  };
+  expect_replay_refused(
+      plan_path,
+      {{"--backend cpu --compute-fifo 100", "--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got 100"},
+       {"--backend cpu --compute-fifo=-1", "--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got -1"},
+       {"--backend cuda --compute-fifo 10", "--compute-fifo: the cpu backend's option"}});
   int rc = 0;
-  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
-           {"--backend cpu --compute-fifo 100", "--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got 100"},
-           {"--backend cpu --compute-fifo=-1", "--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got -1"},
-           {"--backend cuda --compute-fifo 10", "--compute-fifo: the cpu backend's option"}}) {
-    const std::string out = replay(args, rc);
-    EXPECT_EQ(rc, 2) << args << ": " << out;
-    EXPECT_THAT(out, HasSubstr(piece)) << args;
-  }
   const fs::path run = tmp.path() / "run.json";
-  const std::string out = replay("--backend cpu --compute-fifo 10 --output '" + run.string() + "'", rc);
+  const std::string out =
+      replay_two_stages(plan_path, 1, "--backend cpu --compute-fifo 10 --output '" + run.string() + "'", rc);
   if (rc != 0) {
     EXPECT_THAT(out, HasSubstr("--compute-fifo 10: SCHED_FIFO refused")) << out;
     EXPECT_FALSE(fs::exists(run));
@@ -771,26 +783,16 @@ TEST(Replay, ComputeSpinAndMpiPollSetTheCpuThreadsWaits) {
   const auto plan_path = tmp.path() / "plan.json";
   auto r = plan_two_stages(plan_path);
   ASSERT_EQ(r.rc, 0) << r.err;
-  const auto replay = [&](const std::string& args, int& rc) {
-    return shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' "
-                             "replay --plan '{}' --iterations 2 --warmup 0 --timeout 60 {} 2>&1",
-                             SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), args),
-                 rc);
-  };
+  expect_replay_refused(plan_path,
+                        {{"--backend cpu --compute-spin=-1", "--compute-spin: microseconds from 0 to 100000, got -1"},
+                         {"--backend cpu --compute-spin 200000", "--compute-spin: microseconds from 0 to 100000, got 200000"},
+                         {"--backend cuda --compute-spin 0", "--compute-spin: the cpu backend's option"},
+                         {"--backend cpu --mpi-poll 0", "--mpi-poll: microseconds from 1 to 100000, got 0"},
+                         {"--backend cuda --mpi-poll 50", "--mpi-poll: the cpu backend's option"}});
   int rc = 0;
-  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
-           {"--backend cpu --compute-spin=-1", "--compute-spin: microseconds from 0 to 100000, got -1"},
-           {"--backend cpu --compute-spin 200000", "--compute-spin: microseconds from 0 to 100000, got 200000"},
-           {"--backend cuda --compute-spin 0", "--compute-spin: the cpu backend's option"},
-           {"--backend cpu --mpi-poll 0", "--mpi-poll: microseconds from 1 to 100000, got 0"},
-           {"--backend cuda --mpi-poll 50", "--mpi-poll: the cpu backend's option"}}) {
-    const std::string out = replay(args, rc);
-    EXPECT_EQ(rc, 2) << args << ": " << out;
-    EXPECT_THAT(out, HasSubstr(piece)) << args;
-  }
   const fs::path st = tmp.path() / "stages.csv";
-  const std::string out =
-      replay("--backend cpu --compute-spin 0 --mpi-poll 100 --stage-trace '" + st.string() + "'", rc);
+  const std::string out = replay_two_stages(
+      plan_path, 2, "--backend cpu --compute-spin 0 --mpi-poll 100 --stage-trace '" + st.string() + "'", rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_THAT(out, HasSubstr("plan streams, ops spin their last 0 us, MPI_Test every 100 us, 0 warm-up + 2 measured"));
   // The profile's durations at the chosen micro-batch size, per stage.

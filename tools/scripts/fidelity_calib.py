@@ -61,9 +61,14 @@ def transfers(path):
     return {k: sorted(v, key=lambda m: m[1]) for k, v in per.items()}
 
 
+def medians_of(per):
+    """Per channel of transfers(...): (bytes, median transfer time, count)."""
+    return {k: (v[0][0], statistics.median(t for _, _, t in v), len(v)) for k, v in per.items()}
+
+
 def medians(path):
     """Per channel (from, to) of a replay's timeline: (bytes, median transfer time, count)."""
-    return {k: (v[0][0], statistics.median(t for _, _, t in v), len(v)) for k, v in transfers(path).items()}
+    return medians_of(transfers(path))
 
 
 def bucket_rate(messages, bucket, lat):
@@ -112,7 +117,7 @@ def fit(calib_dir, sizes, levels, bucket=0.0):
     for name in levels:
         level = float(name)
         msgs = [transfers(os.path.join(calib_dir, f"run-{name}-{s}.trace.json")) for s in sizes if s != "tiny"]
-        runs = [{k: (v[0][0], statistics.median(t for _, _, t in v), len(v)) for k, v in m.items()} for m in msgs]
+        runs = [medians_of(m) for m in msgs]
         tiny = medians(os.path.join(calib_dir, f"run-{name}-tiny.trace.json")) if "tiny" in sizes else None
         chans = []
         for (f, t) in sorted(runs[0], key=lambda c: (c[0] > c[1], min(c))):
