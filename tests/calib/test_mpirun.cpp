@@ -279,6 +279,49 @@ TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
   EXPECT_TRUE(net.channel(1, 0).unlimited());  // not recorded with --direction forward
 }
 
+// The packets a qdisc or class of `tc -s` output sent ("Sent B bytes P pkt"), 0 if none.
+long sent_packets(const std::string& tc_out) {
+  const auto at = tc_out.find(" bytes ");
+  return at == std::string::npos ? 0 : std::stol(tc_out.substr(at + 7));
+}
+
+// `netns.sh rate --acks free` puts tbf under an htb whose class 1:9 takes TCP's pure ACKs
+// past the shaper: with data going 0 -> 1 only, the ACKs leaving namespace 1 go through
+// 1:9, not through its tbf; a second call changes the rate in place, `--acks shaped` goes
+// back to a root tbf, and a bad value is one line, status 2.
+TEST(CalibMpirun, AcksFreePassesPureAcksBesideTheShaper) {
+  testutil::TempDir dir;
+  const auto check = shell("'" + kNetns + "' check", dir.path());
+  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  const NetnsChain chain{"ca" + std::to_string(::getpid() % 100000), dir.path()};
+  const auto made = shell(chain.cmd("create 2") + " && " + chain.cmd("rate 0 200mbit --acks free"), dir.path());
+  ASSERT_EQ(made.rc, 0) << made.err;
+  const auto tc = [&](int ns, const std::string& args) {
+    return shell(chain.cmd("exec " + std::to_string(ns) + " tc " + args), dir.path()).out;
+  };
+  EXPECT_THAT(tc(0, "qdisc show dev next"), HasSubstr("qdisc tbf 10: parent 1:1 rate 200Mbit"));
+  const auto r = shell(chain.cmd("mpirun -np 2 -- '" CALIB_BIN "'") +
+                           " p2p --backend cpu --timeout 60 --bytes 4M --direction forward --warmup 1 --duration 0.6 "
+                           "--interval 0.2 -o '" + (dir.path() / "p2p").string() + "'",
+                       dir.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const long acks = sent_packets(tc(1, "-s class show dev prev classid 1:9"));
+  const long shaped_back = sent_packets(tc(1, "-s qdisc show dev prev parent 1:1"));
+  EXPECT_GT(acks, 1000) << "the ACKs of about 4 MB of data";
+  EXPECT_LT(shaped_back, acks / 10) << "what the tbf on the way back sent: not the ACKs";
+  EXPECT_GT(sent_packets(tc(0, "-s qdisc show dev next parent 1:1")), 1000) << "the data went through the tbf";
+
+  ASSERT_EQ(shell(chain.cmd("rate 0 100mbit --acks free"), dir.path()).rc, 0);
+  EXPECT_THAT(tc(1, "qdisc show dev prev"), HasSubstr("qdisc tbf 10: parent 1:1 rate 100Mbit"));
+  EXPECT_GE(sent_packets(tc(1, "-s class show dev prev classid 1:9")), acks) << "changed in place, not rebuilt";
+  ASSERT_EQ(shell(chain.cmd("rate 0 100mbit"), dir.path()).rc, 0);
+  EXPECT_THAT(tc(1, "qdisc show dev prev"), HasSubstr("root"));
+  EXPECT_THAT(tc(1, "qdisc show dev prev"), Not(HasSubstr("htb")));
+  const auto bad = shell(chain.cmd("rate 0 100mbit --acks maybe"), dir.path());
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_EQ(bad.err, "netns.sh: rate: --acks must be shaped or free, got 'maybe'\n");
+}
+
 // `netns.sh tcp` sets TCP's congestion control and restart after idle in every namespace
 // and prints what is in effect; what the kernel does not allow is refused in one line,
 // status 2, and changes nothing.

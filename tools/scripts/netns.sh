@@ -8,8 +8,11 @@
 #   tools/scripts/netns.sh [--prefix P] destroy            remove them (and the control bridge)
 #   tools/scripts/netns.sh [--prefix P] rate I RATE [--dir both|forward|backward]
 #                                       [--burst BYTES] [--latency MS] [--shaper tbf|htb]
+#                                       [--acks shaped|free]
 #                                                  shape link I (P<I> <-> P<I+1>) with tbf
 #                                                  (default) or htb (see shape() below);
+#                                                  --acks free: TCP's pure ACKs pass the
+#                                                  shaper (they take no data's rate);
 #                                                  RATE is tc's (200mbit, 1gbit) or `none`;
 #                                                  run again to change the rate in place
 #   tools/scripts/netns.sh [--prefix P] rate-all RATE [...]   the same for every link
@@ -59,7 +62,9 @@
 #            bucket, which every later change keeps. With --shaper htb: a root htb
 #            with one class whose rate `rate` changes (`tc class change`) and a bfifo
 #            leaf as large as tbf's queue; htb cannot strand a large packet, so the cap
-#            can be lifted (gso 65536).
+#            can be lifted (gso 65536). With --acks free the shaper sits in class 1:1 of
+#            a root htb (tbf as its leaf 10:) and TCP's pure ACKs go to an unlimited
+#            class 1:9, so that they take none of the shaped rate.
 # Needs root (or CAP_NET_ADMIN) and iproute2. At most 250 namespaces.
 set -euo pipefail
 
@@ -122,61 +127,107 @@ rate_bytes() {
   esac
 }
 
-# shape NS DEV RATE BURST LATENCY_MS SHAPER: tbf, or htb, on DEV's egress, added or
-# changed in place (a root qdisc of the other kind is replaced).
+# layout NS DEV: the shaping on DEV's egress, as shape() builds it: none; tbf (a root
+# tbf); htb (a root htb whose class 1:1 has the bfifo leaf 10:); htb-tbf (a root htb whose
+# class 1:1, unlimited, has the tbf leaf 10:); the last two with +acks where the class
+# 1:9 for TCP's pure ACKs exists.
+layout() {
+  local ns=$1 dev=$2 root leaf acks=""
+  root=$(ip netns exec "$ns" tc qdisc show dev "$dev" root | awk 'NR == 1 { print $2 }')
+  case "$root" in
+    tbf) echo tbf ;;
+    htb)
+      leaf=$(ip netns exec "$ns" tc qdisc show dev "$dev" parent 1:1 | awk 'NR == 1 { print $2 }')
+      [ -z "$(ip netns exec "$ns" tc class show dev "$dev" classid 1:9)" ] || acks=+acks
+      if [ "$leaf" = tbf ]; then echo "htb-tbf$acks"; else echo "htb$acks"; fi
+      ;;
+    *) echo none ;;
+  esac
+}
+
+# shape NS DEV RATE BURST LATENCY_MS SHAPER ACKS: tbf, or htb, on DEV's egress, added or
+# changed in place (a different layout is replaced).
 #   tbf: rate RATE, bucket BURST, queue of LATENCY_MS at RATE (plus the bucket).
 #   htb: root htb 1: (default class 1:1), one class 1:1 with rate = ceil = RATE, burst =
 #        cburst = BURST, and a leaf bfifo 10: of the same size as tbf's queue (RATE x
 #        LATENCY_MS + BURST bytes), recomputed at each change. htb sends a packet whenever
 #        its class's tokens are not negative and lets them go negative, so a packet larger
 #        than the bucket leaves late, never not at all (tbf strands it; see gso below).
+#   ACKS shaped (default): every packet takes the shaper's tokens, TCP's pure ACKs of the
+#        other direction's data too; free: a u32 filter sends pure ACKs (TCP, flags ACK
+#        only, shorter than 64 bytes) to an unlimited class 1:9 of a root htb, so the
+#        shaper passes only data and a direction's rate does not depend on whether the
+#        other carries data (with tbf: the tbf becomes the leaf 10: of an unlimited class
+#        1:1). On a link shaped both ways, the ACKs of one direction's data take about
+#        2% of the other's rate (docs/fidelity.md, "The other direction's ACKs").
 shape() {
-  local ns=$1 dev=$2 rate=$3 burst=$4 latency=$5 shaper=${6:-tbf}
+  local ns=$1 dev=$2 rate=$3 burst=$4 latency=$5 shaper=${6:-tbf} acks=${7:-shaped}
+  local tcn=(ip netns exec "$ns" tc)
   if [ "$rate" = none ]; then
-    ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
+    "${tcn[@]}" qdisc del dev "$dev" root 2>/dev/null || true
     return 0
   fi
-  local cur
-  cur=$(ip netns exec "$ns" tc qdisc show dev "$dev" root | awk 'NR == 1 { print $2 }')
+  local cur want limit=""
+  cur=$(layout "$ns" "$dev")
+  want=$shaper
+  [ "$shaper$acks" != tbffree ] || want=htb-tbf
+  [ "$acks" = shaped ] || want=$want+acks
+  if [ "$shaper" = htb ]; then
+    # At least two 64 KiB packets (bfifo drops a packet larger than its room, and TCP's
+    # offload builds 64 KiB ones: below about 20 Mbit/s, 50 ms would hold none).
+    limit=$(($(rate_bytes "$rate") * latency / 1000 + burst))
+    [ "$limit" -ge 131072 ] || limit=131072
+  fi
+  local verb=change
+  if [ "$cur" != "$want" ]; then
+    [ "$cur" = none ] || "${tcn[@]}" qdisc del dev "$dev" root
+    verb=add
+  fi
+  if [ "$want" = tbf ]; then
+    "${tcn[@]}" qdisc "$verb" dev "$dev" root tbf rate "$rate" burst "$burst" latency "${latency}ms"
+    return 0
+  fi
+  if [ "$verb" = add ]; then
+    "${tcn[@]}" qdisc add dev "$dev" root handle 1: htb default 1
+    if [ "$acks" = free ]; then
+      "${tcn[@]}" class add dev "$dev" parent 1: classid 1:9 htb rate 100gbit ceil 100gbit burst 256k cburst 256k quantum 65536
+      "${tcn[@]}" filter add dev "$dev" parent 1: protocol ip prio 1 u32 match ip protocol 6 0xff \
+        match u8 0x05 0x0f at 0 match u16 0x0000 0xffc0 at 2 match u8 0x10 0xff at 33 flowid 1:9
+    fi
+    if [ "$shaper" = tbf ]; then
+      "${tcn[@]}" class add dev "$dev" parent 1: classid 1:1 htb rate 100gbit ceil 100gbit burst 256k cburst 256k quantum 65536
+    else
+      "${tcn[@]}" class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" \
+        burst "$burst" cburst "$burst" quantum 65536
+    fi
+  elif [ "$shaper" = htb ]; then
+    "${tcn[@]}" class change dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" \
+      burst "$burst" cburst "$burst" quantum 65536
+  fi
   if [ "$shaper" = tbf ]; then
-    local verb=add
-    if [ "$cur" = tbf ]; then verb=change; elif [ "$cur" = htb ]; then ip netns exec "$ns" tc qdisc del dev "$dev" root; fi
-    ip netns exec "$ns" tc qdisc "$verb" dev "$dev" root tbf rate "$rate" burst "$burst" latency "${latency}ms"
-    return 0
-  fi
-  local limit
-  # At least two 64 KiB packets (bfifo drops a packet larger than its room, and TCP's
-  # offload builds 64 KiB ones: below about 20 Mbit/s, 50 ms would hold none).
-  limit=$(($(rate_bytes "$rate") * latency / 1000 + burst))
-  [ "$limit" -ge 131072 ] || limit=131072
-  if [ "$cur" != htb ]; then
-    [ "$cur" != tbf ] || ip netns exec "$ns" tc qdisc del dev "$dev" root
-    ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: htb default 1
-    ip netns exec "$ns" tc class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" \
-      burst "$burst" cburst "$burst" quantum 65536
-    ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: bfifo limit "$limit"
+    "${tcn[@]}" qdisc "$verb" dev "$dev" parent 1:1 handle 10: tbf rate "$rate" burst "$burst" latency "${latency}ms"
   else
-    ip netns exec "$ns" tc class change dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" \
-      burst "$burst" cburst "$burst" quantum 65536
-    ip netns exec "$ns" tc qdisc change dev "$dev" parent 1:1 handle 10: bfifo limit "$limit"
+    "${tcn[@]}" qdisc "$verb" dev "$dev" parent 1:1 handle 10: bfifo limit "$limit"
   fi
 }
 
 do_rate() {
   local link=$1 rate=$2
   shift 2
-  local dir=both burst="" latency=50 shaper=tbf
+  local dir=both burst="" latency=50 shaper=tbf acks=shaped
   while [ $# -gt 0 ]; do
     case "$1" in
       --dir) dir=${2:-}; shift 2 ;;
+      --acks) acks=${2:-}; shift 2 ;;
       --burst) burst=${2:-}; shift 2 ;;
       --latency) latency=${2:-}; shift 2 ;;
       --shaper) shaper=${2:-}; shift 2 ;;
-      *) die "rate: unknown option '$1' (--dir, --burst, --latency, --shaper)" ;;
+      *) die "rate: unknown option '$1' (--dir, --burst, --latency, --shaper, --acks)" ;;
     esac
   done
   case "$dir" in both | forward | backward) ;; *) die "rate: --dir must be both, forward or backward, got '$dir'" ;; esac
   case "$shaper" in tbf | htb) ;; *) die "rate: --shaper must be tbf or htb, got '$shaper'" ;; esac
+  case "$acks" in shaped | free) ;; *) die "rate: --acks must be shaped or free, got '$acks'" ;; esac
   [[ "$latency" =~ ^[0-9]+$ ]] || die "rate: --latency is in whole milliseconds, got '$latency'"
   if [ "$rate" != none ]; then
     local bps
@@ -194,8 +245,8 @@ do_rate() {
   n=$(need_ns)
   [[ "$link" =~ ^[0-9]+$ ]] && [ "$link" -lt $((n - 1)) ] ||
     die "rate: link '$link' does not exist (links 0 .. $((n - 2)) join namespace i and i+1)"
-  if [ "$dir" != backward ]; then shape "${prefix}${link}" next "$rate" "$burst" "$latency" "$shaper"; fi
-  if [ "$dir" != forward ]; then shape "${prefix}$((link + 1))" prev "$rate" "$burst" "$latency" "$shaper"; fi
+  if [ "$dir" != backward ]; then shape "${prefix}${link}" next "$rate" "$burst" "$latency" "$shaper" "$acks"; fi
+  if [ "$dir" != forward ]; then shape "${prefix}$((link + 1))" prev "$rate" "$burst" "$latency" "$shaper" "$acks"; fi
 }
 
 do_create() {
