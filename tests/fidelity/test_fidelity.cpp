@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -1223,6 +1224,26 @@ TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
       rc);
   EXPECT_EQ(rc, 2) << gap;
   EXPECT_THAT(gap, HasSubstr("no op that could be measured on stage 1\n['p.json', 't.json']")) << gap;
+  // A malformed pipeline or timeline: one line naming the file and the field or event.
+  for (const auto& [pipeline, events, piece] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"{\"stages\": [{\"profile\": []}]}", "[]", "p.json: stages[0].profile: a non-empty list expected"},
+           {"{\"stages\": [{\"profile\": [{\"micro_batch_size\": 1, \"forward_s\": 1}]}]}", "[]",
+            "p.json: stages[0].profile[0].backward_s: a number expected"},
+           {"{\"name\": \"p\"}", "[]", "p.json: stages: a non-empty list of stages expected"},
+           {"{\"stages\": [{\"profile\": [{\"micro_batch_size\": 1, \"forward_s\": 1, \"backward_s\": 2}]}]}",
+            "[{\"ph\": \"X\", \"cat\": \"forward\", \"pid\": 1, \"name\": \"F0\", \"dur\": 5, \"args\": {}}]",
+            "t.json: traceEvents[0]: an op or transfer needs pid, name, ts, dur and args"}}) {
+    const std::string bad = python_in_scripts(
+        "import fidelity_calib as f, json, tempfile\n"
+        "d = tempfile.mkdtemp()\n"
+        "json.dump(" + pipeline + ", open(d + \"/p.json\", \"w\"))\n"
+        "json.dump({\"traceEvents\": " + events + "}, open(d + \"/t.json\", \"w\"))\n"
+        "f.compute(d + \"/t.json\", d + \"/p.json\", 1, d + \"/o.json\")",
+        rc);
+    EXPECT_EQ(rc, 2) << bad;
+    EXPECT_THAT(bad, HasSubstr(piece)) << bad;
+    EXPECT_EQ(std::count(bad.begin(), bad.end(), '\n'), 1) << bad;
+  }
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
            {"compute t.json p.json 0 out.json", "compute: B: a micro-batch size"},
            {"compute /nonexistent.json p.json 1 out.json", "compute: FileNotFoundError"}})

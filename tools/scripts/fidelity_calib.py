@@ -199,6 +199,43 @@ def with_overhead(point, o):
     return p
 
 
+def read_pipeline(path):
+    """A pipeline file's JSON, checked for what compute reads: stages, each with a profile
+    of entries with numbers micro_batch_size, forward_s and backward_s; else one line
+    naming the file and the field."""
+    pipe = json.load(open(path))
+    stages = pipe.get("stages") if isinstance(pipe, dict) else None
+    if not isinstance(stages, list) or not stages:
+        fail(f"compute: {path}: stages: a non-empty list of stages expected")
+    for i, st in enumerate(stages):
+        prof = st.get("profile") if isinstance(st, dict) else None
+        if not isinstance(prof, list) or not prof:
+            fail(f"compute: {path}: stages[{i}].profile: a non-empty list expected")
+        for j, p in enumerate(prof):
+            for k in ("micro_batch_size", "forward_s", "backward_s"):
+                if not isinstance(p, dict) or not isinstance(p.get(k), (int, float)) or isinstance(p.get(k), bool):
+                    fail(f"compute: {path}: stages[{i}].profile[{j}].{k}: a number expected")
+    return pipe
+
+
+def read_events(path):
+    """A timeline's traceEvents, checked for what ready_ops reads: every complete event
+    of an op or a transfer has a whole-number pid, a name, numbers ts and dur, and args;
+    else one line naming the file and the event."""
+    doc = json.load(open(path))
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        fail(f"compute: {path}: traceEvents: a list of events expected")
+    for i, e in enumerate(events):
+        if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in ("forward", "backward", "transfer"):
+            continue
+        ok = (isinstance(e.get("pid"), int) and isinstance(e.get("name"), str) and e["name"]
+              and all(isinstance(e.get(k), (int, float)) for k in ("ts", "dur")) and isinstance(e.get("args"), dict))
+        if not ok:
+            fail(f"compute: {path}: traceEvents[{i}]: an op or transfer needs pid, name, ts, dur and args")
+    return events
+
+
 def compute(timeline, pipeline_path, b, out_path):
     """The compute calibration of a replay at micro-batch size b of pipeline_path's ops
     (its timeline): per stage, each op's cost beyond its profiled duration, from the
@@ -206,9 +243,9 @@ def compute(timeline, pipeline_path, b, out_path):
     the pipeline with that overhead added to every op of the stage to out_path (with more
     model stages than the replay had stages, the stages' mean to each) and returns the
     measurement."""
-    pipe = json.load(open(pipeline_path))
+    pipe = read_pipeline(pipeline_path)
     per = {}
-    for e, ready in ready_ops(json.load(open(timeline))["traceEvents"]):
+    for e, ready in ready_ops(read_events(timeline)):
         s = e["pid"] - 1
         if not 0 <= s < len(pipe["stages"]) or e["name"][0] not in "FB":
             fail(f"compute: {timeline}: op {e['name']} of stage {s}, not an F or B of the pipeline's stages")
