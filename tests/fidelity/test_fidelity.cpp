@@ -1269,6 +1269,50 @@ TEST(Testbed, AttributionReadsTheBucketTcPrints) {
 #endif
 }
 
+// Under --acks free the shaper is a tbf leaf of a root htb: the link's counters are the
+// tbf's, whichever of the two tc lists first; a root htb alone (--shaper htb) gives its
+// totals.
+TEST(Testbed, AttributionReadsTheTbfUnderAnHtb) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_attribution as f, os, tempfile\n"
+      "htb = [\"qdisc htb 1: dev next root refcnt 3 r2q 10 default 0x1\", "
+      "\" Sent 900 bytes 9 pkt (dropped 0, overlimits 0 requeues 0)\", \" backlog 0b 0p requeues 0\"]\n"
+      "tbf = [\"qdisc tbf 10: dev next parent 1:1 rate 100Mbit burst 25000b lat 50ms\", "
+      "\" Sent 500 bytes 5 pkt (dropped 2, overlimits 7 requeues 0)\", \" backlog 30b 1p requeues 0\"]\n"
+      "for lines in (htb + tbf, tbf + htb, htb):\n"
+      "    with tempfile.NamedTemporaryFile(\"w\", suffix=\".txt\", delete=False) as t:\n"
+      "        t.write(\"origin 0\\n## after 1.0\\n# ns 0 qdisc\\n\" + \"\\n\".join(lines) + \"\\n\")\n"
+      "    print(f.parse_netstat(t.name)[1][0][2][0][\"qdisc\"][\"next\"])\n"
+      "    os.unlink(t.name)",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string tbf =
+      "{'burst': 25000, 'sent': 500, 'pkts': 5, 'dropped': 2, 'overlimits': 7, 'backlog': 30, 'backlog_p': 1}\n";
+  EXPECT_EQ(out, tbf + tbf + "{'sent': 900, 'pkts': 9, 'dropped': 0, 'overlimits': 0, 'backlog': 0, 'backlog_p': 0}\n");
+}
+
+// Transfers that left right behind the previous one on their channel, split by whether
+// the other direction carried data: the model's duration over the measured one. Left
+// out: the channel's first transfer, one after a gap (the bucket refilled), one near a
+// rate change, one with the other direction busy for half of it, one recorded at a
+// twentieth of the model's duration.
+TEST(Testbed, AttributionSplitsTransfersByTheOtherDirection) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_attribution as f\n"
+      "k = (\"F0 0->1\", 0, 0)\n"
+      "rows = [(k, \"0->1\", 0.0, 0.020, 0.020, 1.0), (k, \"0->1\", 0.020, 0.019, 0.020, 1.0),\n"
+      "        (k, \"0->1\", 0.039, 0.025, 0.020, 1.0), (k, \"1->0\", 0.040, 0.035, 0.035, 1.0),\n"
+      "        (k, \"0->1\", 0.074, 0.020, 0.020, 1.0), (k, \"0->1\", 0.094, 0.010, 0.010, 0.01),\n"
+      "        (k, \"0->1\", 0.104, 0.020, 0.020, 1.0), (k, \"1->0\", 0.114, 0.030, 0.030, 1.0),\n"
+      "        (k, \"0->1\", 0.124, 0.001, 0.020, 1.0)]\n"
+      "print({c: [round(x, 4) for x in v] for c, v in f.reverse_traffic(rows).items()})",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "{'busy': [0.8], 'idle': [1.0526]}\n");
+}
+
 // The compute ops that ran late, and those of them that overlap one of the driver's tc
 // calls: an op late by more than the threshold in a call, one late outside, one on time
 // in a call, one not in the simulation.

@@ -93,6 +93,14 @@
 #                      of tokens at any rate. fixed and lowest: tbf only;
 #                      docs/fidelity.md, "Keeping the bucket constant", "The bucket in
 #                      the model, with Reno"
+#   --acks A           free (default) or shaped: whether TCP's pure ACKs pass the shaper
+#                      (netns.sh rate --acks). shaped: they take the tokens of the link
+#                      they leave on, so the ACKs of one direction's data take about 2%
+#                      of the other direction's rate while both carry data, and a
+#                      transfer's rate depends on the other direction's traffic, which
+#                      the model's channels do not have; free: a link passes its data at
+#                      one rate whatever the other direction does; docs/fidelity.md,
+#                      "The other direction's ACKs"
 #   --queue Q          auto (default), per-rate or fixed: the shaper's queue limit. auto:
 #                      fixed with --bucket fixed or lowest, else per-rate. per-rate: 50
 #                      ms of the rate plus the bucket, recomputed at every change (tbf's
@@ -171,7 +179,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
+shaper=tbf acks=free bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
 families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
@@ -244,7 +252,7 @@ run_random_scenarios() {
       set +e
       "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
-        --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" \
+        --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" --acks "$acks" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --calib-compute "$calib_compute" --queue "$queue_kind" \
         --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
@@ -320,6 +328,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --net-log) net_log=1; shift ;;
     --shaper) shaper=${2:-}; shift 2 ;;
+    --acks) acks=${2:-}; shift 2 ;;
     --bucket) bucket=${2:-}; shift 2 ;;
     --bucket-ms) bucket_ms=${2:-}; shift 2 ;;
     --queue) queue_kind=${2:-}; shift 2 ;;
@@ -346,6 +355,7 @@ case "$scenario" in constant | preempted | both) ;; *) die "--scenario: constant
 case "$streams" in plan | channel) ;; *) die "--streams: plan or channel" ;; esac
 case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esac
 case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
+case "$acks" in free | shaped) ;; *) die "--acks: free or shaped, got '$acks'" ;; esac
 case "$bucket" in per-rate | fixed | lowest) ;; *) die "--bucket: per-rate, fixed or lowest" ;; esac
 [ "$bucket" = per-rate ] || [ "$shaper" = tbf ] || die "--bucket $bucket: tbf only (drop --shaper $shaper)"
 [[ "$bucket_ms" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v m="$bucket_ms" 'BEGIN { exit !(m > 0 && m <= 1000) }' ||
@@ -525,8 +535,8 @@ burst_of() { rate_awk 'BEGIN { printf "%d", per_rate_burst(v) }' -v v="$1"; }
 burst_args=(--burst "$fixed_burst")
 [ "$bucket" != per-rate ] ||
   burst_args=(--burst "$(burst_of "$rate_bytes")")
-"${netns[@]}" rate-all "$rate" --shaper "$shaper" "${burst_args[@]}" >/dev/null
-echo "== shaper $shaper, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; queue $queue_kind$([ "$queue_kind" = per-rate ] || echo " ($fixed_queue bytes)"); the model's bucket $model_bucket, latency $calib_latency"
+"${netns[@]}" rate-all "$rate" --shaper "$shaper" --acks "$acks" "${burst_args[@]}" >/dev/null
+echo "== shaper $shaper, TCP's ACKs $acks, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; queue $queue_kind$([ "$queue_kind" = per-rate ] || echo " ($fixed_queue bytes)"); the model's bucket $model_bucket, latency $calib_latency"
 "${netns[@]}" gso "$gso_bytes" ||
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
@@ -551,7 +561,8 @@ set_rate() {
 # driver, none at all (tc_run).
 apply_rate() {
   local bits=$1 burst=$2 limit=$3 i a
-  local queue=(latency 50ms)
+  local queue=(latency 50ms) tbf_at=root
+  [ "$acks" = shaped ] || tbf_at="parent 1:1 handle 10:"
   [ "$queue_kind" = per-rate ] || queue=(limit "$fixed_queue")
   if [ "$shaper" = htb ]; then
     local d ns
@@ -569,10 +580,10 @@ qdisc change dev $d parent 1:1 handle 10: bfifo limit $limit"
   fi
   for ((i = 0; i + 1 < ranks; i++)); do
     a=$EPOCHREALTIME
-    tc_run "$i" "qdisc change dev next root tbf rate ${bits}bit burst $burst ${queue[*]}"
+    tc_run "$i" "qdisc change dev next $tbf_at tbf rate ${bits}bit burst $burst ${queue[*]}"
     [ -z "${TC_LOG:-}" ] || echo "$i,next,$a,$EPOCHREALTIME" >>"$TC_LOG"
     a=$EPOCHREALTIME
-    tc_run "$((i + 1))" "qdisc change dev prev root tbf rate ${bits}bit burst $burst ${queue[*]}"
+    tc_run "$((i + 1))" "qdisc change dev prev $tbf_at tbf rate ${bits}bit burst $burst ${queue[*]}"
     [ -z "${TC_LOG:-}" ] || echo "$i,prev,$a,$EPOCHREALTIME" >>"$TC_LOG"
   done
 }

@@ -173,7 +173,11 @@ def parse_netstat(path):
             elif part == "qdisc":
                 m = re.match(r"qdisc (\S+) \S+ dev (\S+)", line)
                 if m:
-                    dev = m.group(2) if m.group(1) in ("tbf", "htb") else None  # the root shaper (htb: its totals)
+                    # The shaper: tbf (a root one, or the leaf under --acks free's htb), else a
+                    # root htb (its totals).
+                    kind, dev = m.group(1), m.group(2)
+                    if kind != "tbf" and (kind != "htb" or dev in cur[ns]["qdisc"]):
+                        dev = None
                     if dev:
                         cur[ns]["qdisc"][dev] = {}
                         burst = parse_burst(line)
@@ -217,6 +221,31 @@ def late_during(measured, simulated, windows, late_s):
     late = [(ms, md) for key, (ms, md) in measured.items() if key in simulated and md - simulated[key][1] > late_s]
     return (len(late), sum(overlaps(ms, ms + md) for ms, md in late),
             sum(overlaps(ms, ms + md) for ms, md in measured.values()))
+
+
+def reverse_traffic(rows):
+    """{"busy": [...], "idle": [...]}: for each transfer that left right behind the previous
+    one on its channel (within 0.1 ms: the bucket had no time to refill, so the link's
+    rate alone set its time), lay 60 ms or more from a rate change and took between half
+    and twice the model's duration (not a stall, nor a record whose send was posted
+    after its data had left), the model's
+    duration at its measured start over its measured one, split by whether the other
+    direction of its link carried data for at least 90% of it (busy) or at most 10%
+    (idle). rows: (key, channel, start, measured, model duration) as analyse() builds them."""
+    by = {}
+    for key, ch, ms, md, model, dist in rows:
+        by.setdefault(ch, []).append((ms, md, model, dist))
+    out = {"busy": [], "idle": []}
+    for ch, xs in by.items():
+        back = by.get("->".join(ch.split("->")[::-1]), [])
+        prev_end = None
+        for ms, md, model, dist in sorted(xs):
+            if prev_end is not None and ms - prev_end < 1e-4 and dist >= 0.06 and model and 0.5 <= md / model <= 2:
+                cover = sum(max(0.0, min(ms + md, b + bd) - max(ms, b)) for b, bd, _, _ in back) / md
+                if cover >= 0.9 or cover <= 0.1:
+                    out["busy" if cover >= 0.9 else "idle"].append(model / md)
+            prev_end = ms + md
+    return out
 
 
 def analyse(d, idx, label, args):
@@ -278,6 +307,7 @@ def analyse(d, idx, label, args):
     for key, ch, ms, md, *_ in rows:
         usual.setdefault(key[0], []).append(md)
     usual = {k: sorted(v)[len(v) // 2] for k, v in usual.items()}
+    both_ways = reverse_traffic([(key, ch, ms, md, model, dist) for key, ch, ms, md, sd, model, nb, dist, c in rows])
     stall_x, stall_r = args.stall_ms * 1e-3, args.stall_ratio
     # (key, ch, start, measured, simulated, expected, bytes, near, change): expected is the
     # longer of the model's duration at the measured start and the message's usual one.
@@ -366,6 +396,11 @@ def analyse(d, idx, label, args):
         where = (f"{1e3 * dist:.0f} ms from the {'fall' if c[2] < c[1] else 'rise'} at {c[0]:.3f}" if c else "no change")
         print(f"    {ms:8.3f}  {key[0]:12} it{key[1]:<3d} {1e3 * md:7.1f} ms, expected {1e3 * model:6.1f} ms "
               f"(+{1e3 * (md - model):.0f} ms); {where}{after}")
+    if both_ways["busy"] or both_ways["idle"]:
+        med = {k: f"{sorted(v)[len(v) // 2]:.3f} ({len(v)})" if v else "- (0)" for k, v in both_ways.items()}
+        print(f"  transfers right behind the previous one on their channel, the model's duration at the "
+              f"measured start over the measured: the other direction busy {med['busy']}, idle {med['idle']} "
+              f"(median, count; > 1: faster than the model)")
     if ratios:
         print(f"  compute ops: measured / simulated duration median {ratios[len(ratios) // 2]:.3f}, "
               f"90th percentile {ratios[int(0.9 * (len(ratios) - 1))]:.3f}; ops' excess per iteration "
