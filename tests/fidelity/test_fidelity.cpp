@@ -1328,9 +1328,9 @@ TEST(Testbed, AttributionCountsLateOpsDuringTcCalls) {
   EXPECT_EQ(out, "(2, 1, 3)\n");
 }
 
-// An op's start latency: from the later of its stage's previous op's end and its input's
-// arrival; a receive that ends after the op started is not its input, and a stage's first
-// op with no input has none.
+// An op's start latency: from the later of its stage's previous op's end (any op: F, B, I,
+// W) and its input's arrival (its model stage's message); a receive that ends after the op
+// started is not its input, and a stage's first op with no input has none.
 TEST(Testbed, AttributionMeasuresOpsStartLatency) {
   int rc = 0;
   const std::string out = python_in_scripts(
@@ -1339,10 +1339,17 @@ TEST(Testbed, AttributionMeasuresOpsStartLatency) {
       "ev = [op(1, \"F0\", 0, 10, 0), recv(2, \"F0 0->1\", 5, 10, 0), op(2, \"F0\", 20, 10, 0), "
       "recv(2, \"F1 0->1\", 15, 10, 1), op(2, \"F1\", 30, 10, 1), recv(2, \"B0 2->1\", 45, 15, 0), op(2, \"B0\", 50, 10, 0)]\n"
       "print([round(x * 1e6, 3) for x in f.start_latencies(ev)])\n"
-      // Two model stages on stage 3: of the receives ending before the op, the last to
-      // end is its input, whatever their order in the timeline.
-      "print([round(x * 1e6, 3) for x in f.start_latencies(ev + [recv(3, \"F0 2->3\", 70, 20, 0), "
-      "recv(3, \"F0 2->3\", 60, 20, 0), op(3, \"F0\", 100, 10, 0)])])\n"
+      // Model stages 2 and 5 on stage 3: an op's input is the message of its own model
+      // stage (from 4 for model stage 5), not the last receive to end before it.
+      "fam = lambda name, ts, ms, ph: dict(op(3, name, ts, 10, 0), cat=\"forward\", "
+      "args={\"iteration\": 0, \"micro_batch\": 0, \"model_stage\": ms, \"phase\": ph})\n"
+      "print([round(x * 1e6, 3) for x in f.start_latencies(ev + [recv(3, \"4F0 1->2\", 70, 20, 0), "
+      "recv(3, \"1F0 1->2\", 75, 20, 0), fam(\"5F0\", 100, 5, \"F\")])])\n"
+      // A W op is the stage's previous op for the next one (F2 counts from its end, 72).
+      "w = dict(op(2, \"W0\", 62, 10, 0), cat=\"backward-weight\", "
+      "args={\"iteration\": 0, \"micro_batch\": 0, \"phase\": \"W\"})\n"
+      "print([round(x * 1e6, 3) for x in f.start_latencies(ev + [w, recv(2, \"F2 0->1\", 40, 10, 2), "
+      "op(2, \"F2\", 75, 5, 2)])])\n"
       // The first op of the next iteration counts from its input only (the optimizer step
       // and the wait for every stage lie between it and the stage's previous op).
       "it1 = {\"iteration\": 1, \"micro_batch\": 0}\n"
@@ -1352,7 +1359,8 @@ TEST(Testbed, AttributionMeasuresOpsStartLatency) {
       "print([round(x * 1e6, 3) for x in f.start_latencies(ev)])",
       rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "[0.0, 5.0, 10.0]\n[0.0, 5.0, 10.0, 10.0]\n[0.0, 5.0, 10.0]\n[0.0, 5.0, 10.0, 10.0]\n");
+  EXPECT_EQ(out, "[0.0, 5.0, 10.0]\n[0.0, 5.0, 10.0, 10.0]\n[0.0, 2.0, 3.0, 5.0, 10.0]\n[0.0, 5.0, 10.0]\n"
+                 "[0.0, 5.0, 10.0, 10.0]\n");
 }
 
 TEST(Testbed, ReducedRunEndToEnd) {

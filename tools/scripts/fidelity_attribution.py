@@ -228,10 +228,10 @@ def reverse_traffic(rows):
     one on its channel (within 0.1 ms: the bucket had no time to refill, so the link's
     rate alone set its time), lay 60 ms or more from a rate change and took between half
     and twice the model's duration (not a stall, nor a record whose send was posted
-    after its data had left), the model's
-    duration at its measured start over its measured one, split by whether the other
-    direction of its link carried data for at least 90% of it (busy) or at most 10%
-    (idle). rows: (key, channel, start, measured, model duration) as analyse() builds them."""
+    after its data had left), the model's duration at its measured start over its
+    measured one, split by whether the other direction of its link carried data for at
+    least 90% of it (busy) or at most 10% (idle). rows: (key, channel, start, measured,
+    model duration, distance to the nearest rate change), times in seconds."""
     by = {}
     for key, ch, ms, md, model, dist in rows:
         by.setdefault(ch, []).append((ms, md, model, dist))

@@ -143,31 +143,56 @@ def fit(calib_dir, sizes, levels, bucket=0.0):
     return doc
 
 
+OP_CATS = ("forward", "backward", "backward-input", "backward-weight")
+
+
+def model_stage_and_phase(name, pid):
+    """(model stage, phase letter) of a timeline name: an op's ("F3", or with model stages
+    "2F3": model stage 2) or a transfer's first word ("F3 0->1", "2F3 0->1": its
+    sender's). Without the model stage in the name it is the stage's own (pid - 1) for
+    an op and the sender's ("0->1": 0) for a transfer."""
+    word = name.split()[0]
+    rest = word.lstrip("0123456789")
+    if rest != word:
+        return int(word[:len(word) - len(rest)]), rest[:1]
+    if " " in name:
+        return int(name.split()[1].split("->")[0]), rest[:1]
+    return pid - 1, rest[:1]
+
+
 def ready_ops(events):
     """(op, ready) for the compute ops of a timeline's events (ready in its microseconds):
     the instant the model would start the op, the later of its stage's previous op's end
-    and its input's arrival (the end of a receive of the same phase, iteration and
-    micro-batch on its stage; with several model stages on a stage, the last such receive
-    to end before the op starts). The first op of an iteration on a stage counts from its
-    input only (between it and the stage's previous op lie the optimizer step and, on
-    stage 0, the wait for every stage to finish the iteration); where it has none (stage
-    0's first forward), it is left out."""
+    and its input's arrival: the end of the receive, on its stage, of the message its
+    model stage consumes for that micro-batch and iteration (a forward's from the model
+    stage before it, a backward's or an I op's from the one after it; a W op, or an op
+    whose input is a local message, waits for an op of its own stage only). Every kind
+    of op counts as a stage's previous op (F, B, I, W). The first op of an iteration on a
+    stage counts from its input only (between it and the stage's previous op lie the
+    optimizer step and, on stage 0, the wait for every stage to finish the iteration);
+    where it has none (stage 0's first forward), it is left out."""
     recv, stage_ops = {}, {}
     for e in events:
         if e.get("ph") != "X":
             continue
         a = e.get("args", {})
-        if e.get("cat") in ("forward", "backward"):
+        if e.get("cat") in OP_CATS:
             stage_ops.setdefault(e["pid"], []).append(e)
         elif e.get("cat") == "transfer" and e.get("flow_in"):
-            key = (e["pid"], e["name"][0], a.get("iteration"), a.get("micro_batch"))
+            sender, phase = model_stage_and_phase(e["name"], e["pid"])
+            consumer = sender + 1 if phase == "F" else sender - 1
+            key = (e["pid"], consumer, phase, a.get("iteration"), a.get("micro_batch"))
             recv.setdefault(key, []).append(e["ts"] + e["dur"])
     out = []
     for pid in sorted(stage_ops):
         prev = None
         for e in sorted(stage_ops[pid], key=lambda e: e["ts"]):
             a = e.get("args", {})
-            ends = [t for t in recv.get((pid, e["name"][0], a.get("iteration"), a.get("micro_batch")), []) if t <= e["ts"]]
+            ms, phase = model_stage_and_phase(e["name"], pid)
+            phase = a.get("phase", phase)
+            wanted = {"F": "F", "B": "B", "I": "B"}.get(phase)
+            ends = [t for t in recv.get((pid, ms, wanted, a.get("iteration"), a.get("micro_batch")), [])
+                    if t <= e["ts"]]
             if prev is not None and prev["args"].get("iteration") == a.get("iteration"):
                 ends.append(prev["ts"] + prev["dur"])
             if ends:
@@ -227,7 +252,7 @@ def read_events(path):
     if not isinstance(events, list):
         fail(f"compute: {path}: traceEvents: a list of events expected")
     for i, e in enumerate(events):
-        if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in ("forward", "backward", "transfer"):
+        if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in OP_CATS + ("transfer",):
             continue
         ok = (isinstance(e.get("pid"), int) and isinstance(e.get("name"), str) and e["name"]
               and all(isinstance(e.get(k), (int, float)) for k in ("ts", "dur")) and isinstance(e.get("args"), dict))
