@@ -1450,9 +1450,12 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
   if (rc == 77) GTEST_SKIP() << out;
   ASSERT_EQ(rc, 0) << out;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(bucket fixed \(([0-9]+) bytes at every rate\).*the model's bucket on)")))
+  ASSERT_TRUE(std::regex_search(
+      out, m, std::regex(R"(bucket fixed \(([0-9]+) bytes at every rate\).*the model's bucket on \(([0-9]+) bytes)")))
       << out;
-  const double bucket = std::stod(m[1].str());
+  // The model's bucket is the payload of the whole 1514-byte frames tbf's holds.
+  const double tbf_bucket = std::stod(m[1].str()), bucket = std::stod(m[2].str());
+  EXPECT_EQ(bucket, std::floor(tbf_bucket / 1514) * 1448) << out;
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(queue fixed \(([0-9]+) bytes\))"))) << out;
   EXPECT_GE(std::stod(m[1].str()), 131072.0);
   const json calibration = json::parse(clirunner::slurp(tmp.path() / "calibration.json"));
@@ -1460,7 +1463,7 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
   // The latency from messages of half the bucket, replayed beside the large ones.
   EXPECT_EQ(calibration.value("latency_from", ""), "tiny") << calibration.dump();
   const json tiny = json::parse(clirunner::slurp(tmp.path() / "calib" / "pipeline-tiny.json"));
-  EXPECT_EQ(tiny["stages"][0]["profile"][0]["output_bytes"].get<double>(), std::floor(bucket / 2));
+  EXPECT_EQ(tiny["stages"][0]["profile"][0]["output_bytes"].get<double>(), std::floor(tbf_bucket / 2));
   for (const auto& level : calibration["levels"])
     for (const auto& ch : level["channels"]) EXPECT_GE(ch["latency_s"].get<double>(), 0) << ch.dump();
   int networks = 0;

@@ -117,7 +117,9 @@
 #                      on: the calibration's fit knows the bucket (a message on an idle
 #                      link gets it at once, fidelity_calib.py fit --bucket-bytes) and
 #                      every simulated channel has it (burst_bytes, docs/model.md "Shaped
-#                      links"); needs a bucket that never changes (--bucket fixed or
+#                      links"), in a message's bytes: the payload of the whole frames
+#                      tbf's bucket holds (docs/fidelity.md, "The bucket in the model's
+#                      bytes"); needs a bucket that never changes (--bucket fixed or
 #                      lowest) and --calibrate replay. off: the fit clamps the head start
 #                      into the rate, no bucket in the model. auto: on where it can be;
 #                      docs/fidelity.md, "The bucket in the model, with Reno"
@@ -503,9 +505,13 @@ print(segs * 1448 + 321, top, burst, max(131072, int(max(vals) * 0.05) + top))
 EOF
 )
 if [ "$bucket" = lowest ]; then fixed_burst=$lowest_burst; fi
-# The model's bucket (--model-bucket on): the fit's and every network's.
+# The model's bucket (--model-bucket on): the fit's and every network's, in the bytes the
+# model counts, a message's: tbf counts whole frames on the link, so its bucket sends at
+# once the payload of the full 1514-byte frames it holds (1448 bytes each, as above);
+# docs/fidelity.md, "The bucket in the model's bytes".
+model_burst=$((fixed_burst / 1514 * 1448))
 model_bucket_args=()
-[ "$model_bucket" = off ] || model_bucket_args=(--bucket-bytes "$fixed_burst")
+[ "$model_bucket" = off ] || model_bucket_args=(--bucket-bytes "$model_burst")
 # htb sends a packet larger than its bucket late (its tokens go negative), and tbf whose
 # bucket never changes (--bucket fixed, lowest) splits a larger packet at enqueue to at most the
 # bucket that every later change keeps: no cap.
@@ -536,7 +542,7 @@ burst_args=(--burst "$fixed_burst")
 [ "$bucket" != per-rate ] ||
   burst_args=(--burst "$(burst_of "$rate_bytes")")
 "${netns[@]}" rate-all "$rate" --shaper "$shaper" --acks "$acks" "${burst_args[@]}" >/dev/null
-echo "== shaper $shaper, TCP's ACKs $acks, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; queue $queue_kind$([ "$queue_kind" = per-rate ] || echo " ($fixed_queue bytes)"); the model's bucket $model_bucket, latency $calib_latency"
+echo "== shaper $shaper, TCP's ACKs $acks, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; queue $queue_kind$([ "$queue_kind" = per-rate ] || echo " ($fixed_queue bytes)"); the model's bucket $model_bucket$([ "$model_bucket" = off ] || echo " ($model_burst bytes: the payload of its whole frames)"), latency $calib_latency"
 "${netns[@]}" gso "$gso_bytes" ||
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 

@@ -83,11 +83,15 @@ def bucket_of(d, given):
     if given != "auto":
         return given
     # fidelity.sh --random-scenarios logs each run beside its directory: random-I/run-J.log.
+    # The model's bucket where the log gives it; a run from before the model's bucket was
+    # the payload of tbf's whole frames gave the model tbf's own.
     for up in upward(d):
         log = up + ".log"
-        m = re.search(r"bucket (fixed|lowest) \((\d+) bytes at every rate\)", open(log).read()) if os.path.exists(log) else None
+        text = open(log).read() if os.path.exists(log) else ""
+        m = (re.search(r"the model's bucket on \((\d+) bytes", text)
+             or re.search(r"bucket (?:fixed|lowest) \((\d+) bytes at every rate\)", text))
         if m:
-            return float(m.group(2))
+            return float(m.group(1))
     fail(f"{d}: --burst-bytes auto: no log above it says 'bucket fixed (N bytes' or 'bucket lowest (N bytes' "
          "(a run of fidelity.sh --bucket fixed or lowest)")
 
