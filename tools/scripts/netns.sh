@@ -188,14 +188,16 @@ shape() {
     return 0
   fi
   if [ "$verb" = add ]; then
+    # A class that never holds a packet back (the ACKs', or the one above tbf).
+    local unlimited=(htb rate 100gbit ceil 100gbit burst 256k cburst 256k quantum 65536)
     "${tcn[@]}" qdisc add dev "$dev" root handle 1: htb default 1
     if [ "$acks" = free ]; then
-      "${tcn[@]}" class add dev "$dev" parent 1: classid 1:9 htb rate 100gbit ceil 100gbit burst 256k cburst 256k quantum 65536
+      "${tcn[@]}" class add dev "$dev" parent 1: classid 1:9 "${unlimited[@]}"
       "${tcn[@]}" filter add dev "$dev" parent 1: protocol ip prio 1 u32 match ip protocol 6 0xff \
         match u8 0x05 0x0f at 0 match u16 0x0000 0xffc0 at 2 match u8 0x10 0xff at 33 flowid 1:9
     fi
     if [ "$shaper" = tbf ]; then
-      "${tcn[@]}" class add dev "$dev" parent 1: classid 1:1 htb rate 100gbit ceil 100gbit burst 256k cburst 256k quantum 65536
+      "${tcn[@]}" class add dev "$dev" parent 1: classid 1:1 "${unlimited[@]}"
     else
       "${tcn[@]}" class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" \
         burst "$burst" cburst "$burst" quantum 65536
