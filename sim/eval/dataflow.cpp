@@ -7,7 +7,7 @@
 // transfer on the channel, start of the op that consumed the message Q places earlier).
 // So the times can be computed in any order that respects those dependencies, not only
 // in time order. This evaluator advances each stage as far as its inputs allow (a work
-// list of stages whose input changed), pushing each produced message through its
+// list of stages whose awaited message arrived), pushing each produced message through its
 // channel at once; when a stage has finished the iteration it replays the stage's
 // memory, in-flight and queue-depth changes in time order from the recorded times (a
 // few sorted streams, no heap).
@@ -46,6 +46,9 @@ struct StageRun {
   std::uint32_t next = 0;  // absolute index of the next listed op to evaluate
   double free = 0;         // end of the previous op
   bool queued = false;     // on the work list
+  // The input its next op waits for: message `awaited_message` of channel `awaited`
+  // (kNoChannel while it waits for nothing that can arrive); only that arrival wakes it.
+  std::uint32_t awaited = kNoChannel, awaited_message = 0;
   bool bounded = false;    // an input channel has a capacity (consumption is recorded)
   RateCursor speed;
   double busy_s = 0;
@@ -578,13 +581,15 @@ class Dataflow {
     return true;
   }
 
-  // Puts stage s on the work list unless it is there; without a branch, since whether it
-  // is there is data.
-  void wake(std::uint32_t s) {
+  // Puts stage s on the work list when the message it waits for is among the first
+  // `arrived` of channel c, unless it is there; without a branch, since both are data.
+  // Waking it for any other arrival would only make it find its next op still waiting.
+  void wake(std::uint32_t s, std::uint32_t c, std::uint32_t arrived) {
     StageRun& st = stages_[s];
+    const bool ready = (st.awaited == c) & (st.awaited_message < arrived);
     work_[nwork_] = s;
-    nwork_ += !st.queued;
-    st.queued = true;
+    nwork_ += ready & !st.queued;
+    st.queued |= ready;
   }
 
   // Times op i of stage s from `start`; false when its speed stays 0 forever.
@@ -648,7 +653,11 @@ class Dataflow {
       const ProgramOp op = p_ops_[i];
       const OpClass& c = classes[op.cls];
       double ready;
-      if (!ready_time(st, i, op, c, ready)) return true;
+      if (!ready_time(st, i, op, c, ready)) {  // until its input arrives (if it can: c.in < kLocal)
+        st.awaited = c.in < kLocal ? c.in : kNoChannel;
+        st.awaited_message = op.dep;
+        return true;
+      }
       if (dynamic_w_ && !fill_w(s, ready)) return false;
       if (!run_op(s, i, c, std::max(st.free, ready))) return false;
       st.next = i + 1;
@@ -668,13 +677,12 @@ class Dataflow {
   }
 
   // Transfers the channel's messages in order until one is not produced yet or the
-  // receiver's buffer is full; wakes the receiver when something arrived.
+  // receiver's buffer is full; wakes the receiver when what it waits for arrived.
   bool advance_channel(std::uint32_t c) {
     ChannelRun& ch = channels_[c];
     const ProgramChannel& pc = p_channels_[c];
     const StageRun& sender = stages_[pc.sender];
     const std::uint32_t produced = sender.next - sender.begin;
-    const std::uint32_t first_next = ch.next;
     while (ch.next < pc.count) {
       const std::uint32_t p = p_producer_[pc.first + ch.next];
       if (produced <= p) break;  // not produced yet
@@ -694,7 +702,7 @@ class Dataflow {
       ch.free = end;
       ++ch.next;
     }
-    if (ch.next != first_next) wake(pc.receiver);
+    wake(pc.receiver, c, ch.next);
     return true;
   }
 
@@ -725,7 +733,7 @@ class Dataflow {
   std::vector<double> counts_;            // per memory term (replay_levels)
   std::vector<std::uint32_t> pending_;    // dynamic W fill: pending W ops, per stage
   std::vector<std::uint32_t> executed_;   // dynamic W fill: ops in the order they ran, per stage
-  std::vector<std::uint32_t> work_;       // stages whose input changed: the first nwork_
+  std::vector<std::uint32_t> work_;       // stages whose awaited message arrived: the first nwork_
   std::uint32_t nwork_ = 0;
   std::vector<ReplayInput> inputs_;       // room for a stage's input channels (replay_levels)
   std::vector<std::uint32_t> input_term_;  // per channel: the term its messages wait in (SimpleReplay)

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eval/evaluator.h"
 #include "json_util.h"
 #include "sim.h"
 
@@ -106,6 +107,12 @@ inline void expect_same(const sim::SimResult& a, const sim::SimResult& b) {
   EXPECT_EQ(a.compute_ops, b.compute_ops);
   EXPECT_EQ(a.transfers, b.transfers);
   EXPECT_EQ(sim::summary_json(a).dump(), sim::summary_json(b).dump());
+}
+
+// Whether the dataflow evaluator finishes sc by itself: simulate() hides its giving up
+// (a stage it never woke, say) by running the event engine instead.
+inline bool dataflow_finishes(const sim::Scenario& sc) {
+  return sim::eval::run_dataflow(sc, sim::eval::build_program(sc), {}).has_value();
 }
 
 // Ops of one stage as a string "F0 F1 B0 ...", for readable comparisons.

@@ -200,6 +200,7 @@ TEST(VirtualStages, RandomScenariosBothEvaluatorsAgree) {
     const auto dataflow = sim::simulate(sc, {.record_order = true, .evaluator = Evaluator::Dataflow});
     expect_same(events, dataflow);
     EXPECT_EQ(events.executed, dataflow.executed);
+    EXPECT_TRUE(dataflow_finishes(sc));  // no deadlock, no rate 0 forever: not the event engine's numbers
     expect_well_formed(sc, events);
     expect_same(dataflow, sim::simulate(sc, {.evaluator = Evaluator::Dataflow}));  // reruns are identical
     if (testing::Test::HasFailure()) return;
