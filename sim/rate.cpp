@@ -164,7 +164,20 @@ void RateCursor::seek(double t0) {
   seg_start_ = seg_end_;
   seg_end_ = end;
   rate_ = v;
+  prefetch_ahead();
   return true;
+}
+
+// A cursor that moved to a new segment will move on into the next ones: the cache line
+// after its own (8 times and 8 values ahead) is asked for now, so that the move that
+// reaches it does not wait for memory. A pipeline's channels walk their traces
+// together, far apart in memory (10,000-point traces on 126 channels: 30 MB); in
+// `sim_bench` the moves are one transfer in three.
+[[gnu::always_inline]] inline void RateCursor::prefetch_ahead() const {
+  const RateTrace& tr = *trace_;
+  const std::size_t ahead = std::min(seg_ + 8, tr.times_.size() - 1);
+  __builtin_prefetch(&tr.times_[ahead]);
+  __builtin_prefetch(&tr.values_[ahead]);
 }
 
 void RateCursor::cache() {
@@ -247,6 +260,7 @@ double RateCursor::finish_slow(double t0, double work) {
         seg_start_ = base_ + tr.times_[seg_];
         seg_end_ = end;
         rate_ = v;
+        prefetch_ahead();
         return done;
       }
       work -= v * (end - t);

@@ -94,6 +94,7 @@ class RateCursor {
  private:
   double finish_slow(double t0, double work);
   bool next_segment(double t0, double work);
+  void prefetch_ahead() const;
   void seek(double t0);
   void place(double t0);  // on the segment that contains t0; forward moves are amortized
   void cache();  // refresh seg_start_, seg_end_, rate_ from (base_, seg_)
