@@ -82,11 +82,14 @@ class RateCursor {
 
   // Same contract as RateTrace::finish. Fast when t0 does not decrease between
   // calls; correct (with a binary search) when it does. The common case, a query that
-  // starts and ends inside the cursor's current segment, is answered inline.
+  // starts and ends inside the cursor's current segment, is answered inline; it needs no
+  // test of the rate or the work: with no work t0 + 0 / rate is t0, with rate 0 the work
+  // takes forever (done is +inf: past a finite segment's end, and in a last segment that
+  // never ends, kNever, finish_slow's answer), and 0 / 0 is NaN, which no comparison passes.
   double finish(double t0, double work) {
-    if (t0 >= seg_start_ && rate_ > 0) {
+    if (t0 >= seg_start_) {
       const double done = t0 + work / rate_;
-      if (done <= seg_end_) return work > 0 ? done : t0;
+      if (done <= seg_end_) return done;
     }
     return finish_slow(t0, work);
   }
