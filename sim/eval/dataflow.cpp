@@ -31,6 +31,10 @@
 #include <limits>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "../rate.h"
 #include "evaluator.h"
 #include "op_durations.h"
@@ -50,6 +54,7 @@ struct StageRun {
   // (kNoChannel while it waits for nothing that can arrive); only that arrival wakes it.
   std::uint32_t awaited = kNoChannel, awaited_message = 0;
   bool bounded = false;    // an input channel has a capacity (consumption is recorded)
+  bool unit_speed = false; // ProgramStage::unit_speed, beside what the op loop reads anyway
   RateCursor speed;
   double busy_s = 0;
   // Dynamic W fill: its pending W ops (a FIFO in pending_) and the order it ran its ops
@@ -65,6 +70,11 @@ struct ChannelRun {
   std::uint32_t consumed = 0;  // messages whose consuming op has been evaluated (with a capacity)
   std::uint32_t arrivals = 0;  // where its arrival times start in arrival_
   std::uint32_t capacity = 0;  // the receiver's buffer: ProgramChannel::capacity
+  std::uint32_t full_at = ~0u; // the first message that may find the buffer full (none: unlimited)
+  // Its messages all take `bytes` at its rate (Transfer::Rate, ProgramChannel::uniform):
+  // the common case, tested once per transfer instead of twice.
+  bool uniform_rate = false;
+  double bytes = 0;
   double free = 0;             // end of the previous transfer
   RateCursor rate;
   double busy_s = 0;
@@ -92,18 +102,26 @@ constexpr double kNoArrival[kArrivalPad] = {kInf, kInf, kInf};
 // Past the arrivals at or before t in list a (ending with kArrivalPad +inf) from n;
 // `before` is where those at t start. The next two arrivals are read at once and
 // counted without a branch: which of them have arrived is data, and both a mispredicted
-// branch and a chain of dependent loads cost more than the comparisons.
+// branch and a chain of dependent loads cost more than the comparisons. A channel's
+// arrivals are in order, so of a0 <= a1 the ones below a bound are a prefix: a mask of
+// the two comparisons is 0, 1 or 3, and (mask + 1) / 2 counts it.
 [[gnu::always_inline]] inline std::uint32_t past(const double* a, std::uint32_t n, double t, std::uint32_t& before) {
-  const double a0 = a[n], a1 = a[n + 1], a2 = a[n + 2];
-  if (a2 <= t) [[unlikely]] {
+  if (a[n + 2] <= t) [[unlikely]] {
     std::uint32_t m = n;
     while (a[m] < t) ++m;
     before = m;
     while (a[m] == t) ++m;
     return m;
   }
+#if defined(__SSE2__)
+  const __m128d pair = _mm_loadu_pd(a + n), bound = _mm_set1_pd(t);
+  before = n + ((static_cast<std::uint32_t>(_mm_movemask_pd(_mm_cmplt_pd(pair, bound))) + 1) >> 1);
+  return n + ((static_cast<std::uint32_t>(_mm_movemask_pd(_mm_cmple_pd(pair, bound))) + 1) >> 1);
+#else
+  const double a0 = a[n], a1 = a[n + 1];
   before = n + (a0 < t) + (a1 < t);
   return n + (a0 <= t) + (a1 <= t);
+#endif
 }
 
 // The replay of one stage's levels (memory, micro-batches in flight, receive-buffer
@@ -410,6 +428,7 @@ class Dataflow {
       st.begin = ps.begin;
       st.end = ps.end;
       st.speed = RateCursor(sc.network.speed(s));
+      st.unit_speed = ps.unit_speed;
       st.peak_memory = ps.static_bytes;
       for (std::uint32_t k = 0; k < ps.ninputs; ++k) st.bounded |= prog_.channels[prog_.inputs[ps.inputs + k]].capacity > 0;
       st.pending = static_cast<std::uint32_t>(pending_.size());
@@ -422,6 +441,9 @@ class Dataflow {
       const ProgramChannel& pc = prog_.channels[c];
       if (pc.transfer == Transfer::Rate) channels_[c].rate = RateCursor(*pc.spec->rate);
       channels_[c].capacity = pc.capacity;
+      if (pc.capacity > 0) channels_[c].full_at = pc.capacity;
+      channels_[c].uniform_rate = pc.transfer == Transfer::Rate && pc.uniform;
+      channels_[c].bytes = pc.bytes;
     }
     start_.resize(prog_.ops.size());
     end_.resize(prog_.ops.size());
@@ -567,16 +589,29 @@ class Dataflow {
       ch.next = ch.consumed = 0;
       ch.free = t0;
     }
-    while (nwork_ > 0) {
-      const std::uint32_t s = work_[--nwork_];
-      stages_[s].queued = false;
-      if (!advance_stage(s)) return false;
-    }
+    if (!drain()) return false;
     end = t0;
     for (std::uint32_t s = 0; s < S_; ++s) {
       const StageRun& st = stages_[s];
       if (st.next != st.end) return false;  // stuck: a dependency cycle
       end = std::max(end, st.free + prog_.stages[s].opt);
+    }
+    return true;
+  }
+
+  // Advances the stages on the work list until it is empty; false when one cannot finish.
+  // The loop is compiled once per combination of dynamic W fill and timed durations, so
+  // that the per-op path tests neither.
+  bool drain() {
+    if (dynamic_w_) return durations_.timed() ? drain<true, true>() : drain<true, false>();
+    return durations_.timed() ? drain<false, true>() : drain<false, false>();
+  }
+  template <bool kDynamicW, bool kTimed>
+  bool drain() {
+    while (nwork_ > 0) {
+      const std::uint32_t s = work_[--nwork_];
+      stages_[s].queued = false;
+      if (!advance_stage<kDynamicW, kTimed>(s)) return false;
     }
     return true;
   }
@@ -593,37 +628,41 @@ class Dataflow {
   }
 
   // Times op i of stage s from `start`; false when its speed stays 0 forever.
+  template <bool kDynamicW, bool kTimed>
   bool run_op(std::uint32_t s, std::uint32_t i, const OpClass& c, double start) {
     StageRun& st = stages_[s];
-    const ProgramStage& ps = p_stages_[s];
-    const double end = op_end(ps, st.speed, start, durations_.of(i, c));
-    if (end == kNever) return false;
+    const double duration = durations_.of<kTimed>(i, c);
+    // op_end(), with the test for a speed that stays 0 only where there is a speed trace.
+    const double end = st.unit_speed ? start + duration : st.speed.finish(start, duration);
+    if (!st.unit_speed && end == kNever) return false;
     start_[i] = start;
     end_[i] = end;
     st.busy_s += end - start;
     st.free = end;
-    if (dynamic_w_) {
+    if (kDynamicW) {
       executed_[st.executed_end++] = i;
       if (c.phase == Phase::BackwardInput)
-        pending_[st.pending_tail++] = ps.w_begin + (c.act_term / 2u) * prog_.micro_batches + p_ops_[i].micro_batch;
+        pending_[st.pending_tail++] = p_stages_[s].w_begin + (c.act_term / 2u) * prog_.micro_batches + p_ops_[i].micro_batch;
     }
     return true;
   }
 
   // Runs the oldest pending W op.
+  template <bool kTimed>
   bool run_pending_w(std::uint32_t s) {
     StageRun& st = stages_[s];
     const std::uint32_t w = pending_[st.pending_head++];
-    return run_op(s, w, prog_.stages[s].cls(prog_.classes, prog_.ops[w]), st.free);
+    return run_op<true, kTimed>(s, w, prog_.stages[s].cls(prog_.classes, prog_.ops[w]), st.free);
   }
 
   // Dynamic W fill before a listed op ready at `ready` (docs/model.md §14): the oldest
   // pending W while the stage holds P of them or the op is not ready yet.
+  template <bool kTimed>
   bool fill_w(std::uint32_t s, double ready) {
     StageRun& st = stages_[s];
     for (std::uint32_t n = st.pending_tail - st.pending_head; n > 0; --n) {
       if (n < prog_.max_pending_w && ready <= st.free) break;
-      if (!run_pending_w(s)) return false;
+      if (!run_pending_w<kTimed>(s)) return false;
     }
     return true;
   }
@@ -643,6 +682,7 @@ class Dataflow {
   }
 
   // Evaluates stage s's ops in order until one's input is not known yet.
+  template <bool kDynamicW, bool kTimed>
   bool advance_stage(std::uint32_t s) {
     StageRun& st = stages_[s];
     if (st.next == st.end) return true;  // finished (and its levels replayed) already
@@ -658,8 +698,8 @@ class Dataflow {
         st.awaited_message = op.dep;
         return true;
       }
-      if (dynamic_w_ && !fill_w(s, ready)) return false;
-      if (!run_op(s, i, c, std::max(st.free, ready))) return false;
+      if (kDynamicW && !fill_w<kTimed>(s, ready)) return false;
+      if (!run_op<kDynamicW, kTimed>(s, i, c, std::max(st.free, ready))) return false;
       st.next = i + 1;
       if (bounded && c.in < kLocal && channels_[c.in].capacity > 0) {  // whether c.in < kLocal is data
         consumed_at_[p_channels_[c.in].first + op.dep] = start_[i];
@@ -668,8 +708,8 @@ class Dataflow {
       }
       if (c.out != kNoChannel && !advance_channel(c.out)) return false;
     }
-    while (st.pending_head != st.pending_tail)  // the remaining W ops, back to back
-      if (!run_pending_w(s)) return false;
+    while (kDynamicW && st.pending_head != st.pending_tail)  // the remaining W ops, back to back
+      if (!run_pending_w<kTimed>(s)) return false;
     // Done for this iteration: every message it consumes has arrived, so its levels can
     // be replayed now, while its times are still in cache.
     replay_levels(s);
@@ -687,14 +727,17 @@ class Dataflow {
       const std::uint32_t p = p_producer_[pc.first + ch.next];
       if (produced <= p) break;  // not produced yet
       double start = std::max(ch.free, end_[sender.begin + p]);
-      if (pc.capacity > 0 && ch.next >= pc.capacity) {
+      if (ch.next >= ch.full_at) {
         if (ch.consumed < ch.next - pc.capacity + 1) break;  // receiver full
         start = std::max(start, consumed_at_[pc.first + ch.next - pc.capacity]);
       }
       const double t_lat = start + pc.latency_s;
       double end = t_lat;
-      if (pc.transfer == Transfer::Rate) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
-        end = ch.rate.finish(t_lat, prog_.message_bytes(pc, ch.next));
+      if (ch.uniform_rate) {
+        end = ch.rate.finish(t_lat, ch.bytes);
+        if (end == kNever) return false;
+      } else if (pc.transfer == Transfer::Rate) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
+        end = ch.rate.finish(t_lat, prog_.msg_bytes[pc.first + ch.next]);
         if (end == kNever) return false;
       }
       arrival_[ch.arrivals + ch.next] = end;
@@ -710,6 +753,18 @@ class Dataflow {
   [[gnu::noinline]] void replay_levels(std::uint32_t s);
   template <class Replay>
   void replay(std::uint32_t s, Replay r);
+  // Op i's level changes: its start, and its end unless it is a forward (whose
+  // activations stay until its backward). Inline: it is the replay's loop body.
+  template <class Replay>
+  [[gnu::always_inline]] void replay_op(Replay& r, const OpClass* classes, std::uint32_t i) const {
+    const std::uint32_t k = p_ops_[i].cls;
+    const OpClass& c = classes[k];
+    r.until(start_[i]);
+    r.start(c, k);
+    if (c.phase == Phase::Forward) return;
+    r.until(end_[i]);
+    r.end(c, k);
+  }
 
   const Scenario& sc_;
   const Program& prog_;
@@ -745,20 +800,11 @@ class Dataflow {
 template <class Replay>
 void Dataflow::replay(std::uint32_t s, Replay r) {
   StageRun& st = stages_[s];
-  const ProgramStage& ps = p_stages_[s];
-  auto event = [&](std::uint32_t i) {
-    const std::uint32_t k = p_ops_[i].cls;
-    const OpClass& c = p_classes_[ps.classes + k];
-    r.until(start_[i]);
-    r.start(c, k);
-    if (c.phase == Phase::Forward) return;
-    r.until(end_[i]);
-    r.end(c, k);
-  };
+  const OpClass* classes = &p_classes_[p_stages_[s].classes];
   if (dynamic_w_) {  // the ops in the order they ran
-    for (std::uint32_t e = st.executed; e < st.executed_end; ++e) event(executed_[e]);
+    for (std::uint32_t e = st.executed; e < st.executed_end; ++e) replay_op(r, classes, executed_[e]);
   } else {
-    for (std::uint32_t i = st.begin; i < st.end; ++i) event(i);
+    for (std::uint32_t i = st.begin; i < st.end; ++i) replay_op(r, classes, i);
   }
   // Every message is consumed by an op, so nothing arrives after the last op event; the
   // final values (nothing in flight, empty buffers) are the floor of the peaks.

@@ -19,6 +19,11 @@ class OpDurations {
   OpDurations(const Scenario& sc, const Program& prog);
   void load(int iteration);
   double of(std::uint32_t i, const OpClass& c) const { return has_ ? duration_[i] : c.nominal; }
+  // Whether this iteration has durations from the trace; `of<timed()>` is `of` without
+  // the test, for a loop compiled once for each answer.
+  bool timed() const { return has_; }
+  template <bool kTimed>
+  double of(std::uint32_t i, const OpClass& c) const { return kTimed ? duration_[i] : c.nominal; }
 
  private:
   const Scenario& sc_;
