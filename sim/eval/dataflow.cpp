@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -49,9 +50,10 @@ struct StageRun {
   std::uint32_t begin = 0, end = 0;
   std::uint32_t next = 0;  // absolute index of the next listed op to evaluate
   double free = 0;         // end of the previous op
-  bool queued = false;     // on the work list
-  // The input its next op waits for: message `awaited_message` of channel `awaited`
-  // (kNoChannel while it waits for nothing that can arrive); only that arrival wakes it.
+  // The input its next op waits for: message `awaited_message` of channel `awaited`;
+  // only that arrival wakes it. kNoChannel while it is on the work list or being
+  // advanced (so that nothing wakes it twice), and while it waits for nothing that can
+  // arrive.
   std::uint32_t awaited = kNoChannel, awaited_message = 0;
   bool bounded = false;    // an input channel has a capacity (consumption is recorded)
   bool unit_speed = false; // ProgramStage::unit_speed, beside what the op loop reads anyway
@@ -74,6 +76,10 @@ struct ChannelRun {
   // Its messages all take `bytes` at its rate (Transfer::Rate, ProgramChannel::uniform):
   // the common case, tested once per transfer instead of twice.
   bool uniform_rate = false;
+  // Its messages are produced in the order it carries them, and its receiver's buffer is
+  // unlimited: each leaves as soon as its producing op ends, so an op that sends on it
+  // sends the channel's next message (send()).
+  bool in_order = false;
   double bytes = 0;
   double free = 0;             // end of the previous transfer
   RateCursor rate;
@@ -444,6 +450,8 @@ class Dataflow {
       if (pc.capacity > 0) channels_[c].full_at = pc.capacity;
       channels_[c].uniform_rate = pc.transfer == Transfer::Rate && pc.uniform;
       channels_[c].bytes = pc.bytes;
+      const std::uint32_t* producer = &prog_.producer[pc.first];
+      channels_[c].in_order = pc.capacity == 0 && std::is_sorted(producer, producer + pc.count);
     }
     start_.resize(prog_.ops.size());
     end_.resize(prog_.ops.size());
@@ -580,7 +588,7 @@ class Dataflow {
       StageRun& st = stages_[s];
       st.next = st.begin;
       st.free = t0;
-      st.queued = true;
+      st.awaited = kNoChannel;  // on the work list
       st.pending_head = st.pending_tail = st.pending;
       st.executed_end = st.executed;
       work_[nwork_++] = s;  // stage 0 is evaluated first
@@ -610,21 +618,21 @@ class Dataflow {
   bool drain() {
     while (nwork_ > 0) {
       const std::uint32_t s = work_[--nwork_];
-      stages_[s].queued = false;
       if (!advance_stage<kDynamicW, kTimed>(s)) return false;
     }
     return true;
   }
 
   // Puts stage s on the work list when the message it waits for is among the first
-  // `arrived` of channel c, unless it is there; without a branch, since both are data.
-  // Waking it for any other arrival would only make it find its next op still waiting.
+  // `arrived` of channel c (it is not on the list then: its `awaited` says so); without
+  // a branch, since that is data. Waking it for any other arrival would only make it
+  // find its next op still waiting.
   void wake(std::uint32_t s, std::uint32_t c, std::uint32_t arrived) {
     StageRun& st = stages_[s];
     const bool ready = (st.awaited == c) & (st.awaited_message < arrived);
     work_[nwork_] = s;
-    nwork_ += ready & !st.queued;
-    st.queued |= ready;
+    nwork_ += ready;
+    st.awaited = ready ? kNoChannel : st.awaited;
   }
 
   // Times op i of stage s from `start`; false when its speed stays 0 forever.
@@ -706,7 +714,7 @@ class Dataflow {
         ++channels_[c.in].consumed;
         if (!advance_channel(c.in)) return false;  // may free capacity
       }
-      if (c.out != kNoChannel && !advance_channel(c.out)) return false;
+      if (c.out != kNoChannel && !send(c.out, i, st.free)) return false;
     }
     while (kDynamicW && st.pending_head != st.pending_tail)  // the remaining W ops, back to back
       if (!run_pending_w<kTimed>(s)) return false;
@@ -731,21 +739,41 @@ class Dataflow {
         if (ch.consumed < ch.next - pc.capacity + 1) break;  // receiver full
         start = std::max(start, consumed_at_[pc.first + ch.next - pc.capacity]);
       }
-      const double t_lat = start + pc.latency_s;
-      double end = t_lat;
-      if (ch.uniform_rate) {
-        end = ch.rate.finish(t_lat, ch.bytes);
-        if (end == kNever) return false;
-      } else if (pc.transfer == Transfer::Rate) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
-        end = ch.rate.finish(t_lat, prog_.msg_bytes[pc.first + ch.next]);
-        if (end == kNever) return false;
-      }
-      arrival_[ch.arrivals + ch.next] = end;
-      ch.busy_s += end - start;
-      ch.free = end;
-      ++ch.next;
+      if (!transfer(ch, pc, start)) return false;
     }
     wake(pc.receiver, c, ch.next);
+    return true;
+  }
+
+  // What listed op i, which ended at `at`, sends on channel c: on a channel in order
+  // (ChannelRun::in_order), the next message, with no search; else what advance_channel
+  // finds produced and room for.
+  bool send(std::uint32_t c, [[maybe_unused]] std::uint32_t i, double at) {
+    ChannelRun& ch = channels_[c];
+    if (!ch.in_order) return advance_channel(c);
+    const ProgramChannel& pc = p_channels_[c];
+    assert(p_producer_[pc.first + ch.next] == i - stages_[pc.sender].begin);
+    if (!transfer(ch, pc, std::max(ch.free, at))) return false;
+    wake(pc.receiver, c, ch.next);
+    return true;
+  }
+
+  // Transfers channel c's next message, which may leave at `start`, and records its
+  // arrival; false when the channel's rate stays 0 forever.
+  [[gnu::always_inline]] bool transfer(ChannelRun& ch, const ProgramChannel& pc, double start) {
+    const double t_lat = start + pc.latency_s;
+    double end = t_lat;
+    if (ch.uniform_rate) {
+      end = ch.rate.finish(t_lat, ch.bytes);
+      if (end == kNever) return false;
+    } else if (pc.transfer == Transfer::Rate) {  // a message of 0 bytes takes just the latency: finish(t, 0) is t
+      end = ch.rate.finish(t_lat, prog_.msg_bytes[pc.first + ch.next]);
+      if (end == kNever) return false;
+    }
+    arrival_[ch.arrivals + ch.next] = end;
+    ch.busy_s += end - start;
+    ch.free = end;
+    ++ch.next;
     return true;
   }
 
