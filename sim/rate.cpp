@@ -191,7 +191,7 @@ void RateCursor::cache() {
   rate_ = tr.values_[seg_];
 }
 
-void RateCursor::place(double t0) {
+[[gnu::always_inline]] inline void RateCursor::place(double t0) {
   const RateTrace& tr = *trace_;
   const double period = tr.repeat_s_;
   if (t0 < base_ + tr.times_[seg_]) {
