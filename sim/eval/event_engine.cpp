@@ -224,18 +224,19 @@ class Engine {
     st.op_start = now;
     st.running = index;
     if (index >= ps.w_begin && index < ps.w_end) ++st.pending_head;
+    // The memory once for both changes: a level set twice at one instant settles only
+    // the second value (Level::set), and records what it held before the instant once.
     if (c.in < kLocal) {
       ++channels_[c.in].consumed;
       queue_change(c.in, now, -1);
       counts_[ps.terms + c.slot_term] -= 1;
-      mem_update(s, now);
       try_start_channel(c.in, now);  // may free capacity
     }
     if (c.phase == Phase::Forward) {
       counts_[ps.terms + c.act_term] += 1;
       st.inflight.change(now, 1);
-      mem_update(s, now);
     }
+    if (c.in < kLocal || c.phase == Phase::Forward) mem_update(s, now);
     const double end = eval::op_end(ps, st.speed, now, durations_.of(index, c));
     if (end == kNever) speed_never(s, op, now);
     events_.push(end, s);
