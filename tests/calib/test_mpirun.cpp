@@ -372,3 +372,23 @@ TEST(CalibMpirun, FourRankChainConnectsEveryPair) {
   EXPECT_THAT(r.err, Not(HasSubstr("unexpected"))) << r.err;
   EXPECT_TRUE(fs::exists(dir.path() / "bw" / "bandwidth.jsonl"));
 }
+
+// The GPU check's dry run (--backend cpu): every step a machine without a GPU can take
+// (stages, plan, replays of each family, simulate, compare, simulate --stage-trace) runs
+// through the script as a GPU node would run it, so that the script works the first time
+// a GPU is lent.
+TEST(CalibMpirun, GpuCheckDryRunOnTheCpuBackend) {
+  testutil::TempDir dir;
+  const fs::path out = dir.path() / "gpu-check";
+  const fs::path bin = fs::path(CALIB_BIN).parent_path();
+  const auto r = shell("bash tools/scripts/gpu-check.sh --prebuilt '" + bin.string() +
+                           "' --backend cpu --iterations 2 --output-dir '" + out.string() + "'",
+                       dir.path());
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("gpu-check: passed: device stages replay"));
+  const auto compare = nlohmann::json::parse(clirunner::slurp(out / "replay" / "compare.json"));
+  const auto traced = nlohmann::json::parse(clirunner::slurp(out / "replay" / "compare-stage-trace.json"));
+  // The chosen candidate and at least one other family, each a measured and predicted pair.
+  ASSERT_GE(compare.at("comparisons").size(), 2u) << compare.dump();
+  EXPECT_EQ(traced.at("comparisons").size(), compare.at("comparisons").size());
+}

@@ -65,6 +65,8 @@ rt=$bundle/rt/usr
 export PATH=$bundle/bin:$rt/bin:$PATH
 export OPAL_PREFIX=$rt PMIX_PREFIX=$rt/lib/x86_64-linux-gnu/pmix2
 export PMIX_MCA_mca_base_component_path=$rt/lib/x86_64-linux-gnu/pmix2/lib/pmix
+# PMIx compresses only the start-up data of large jobs; its warning would open every run.
+export PMIX_MCA_pcompress_base_silence_warning=1
 # One host, no InfiniBand or UCX libraries in the bundle: shared memory between ranks.
 export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_osc=^ucx
 ld=$rt/lib/x86_64-linux-gnu:$rt/lib/x86_64-linux-gnu/openmpi/lib

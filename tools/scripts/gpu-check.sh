@@ -32,7 +32,7 @@
 #   nccl       two GPUs: bandwidth and p2p; one GPU: two ranks on it, which the harness
 #              (and NCCL) refuses, recorded
 #   replay     a plan of the stages' pipeline on the GPUs (one per device, at most 2), the
-#              chosen candidate and up to three others replayed, simulated, compared;
+#              chosen candidate and one of each family replayed, simulated, compared;
 #              then simulated again with the replay's measured op durations (--stage-trace)
 #
 # Needs nvidia-smi, CUDA (nvcc, cuBLAS), NCCL, Open MPI, python3, and Meson and ninja to
@@ -200,9 +200,9 @@ replay() {
   "$bin/adagrouper" plan --pipeline "$pipe" --network "$net" --devices "$devices" --families all "${mem[@]}" \
     --iterations "$iterations" --output "$d/plan.json" >"$d/plan.txt" || { cat "$d/plan.txt"; return 1; }
   tail -1 "$d/plan.txt"
-  # The chosen candidate, then 1F1B, ZBV and interleaved 1F1B with v = 2 at the chosen
-  # micro-batch size, where they are other candidates (with static W fill: the plan records
-  # the order of dynamic W fill for its chosen candidate only).
+  # The chosen candidate, then one of each family at the chosen micro-batch size, where
+  # it is another candidate (with static W fill: the plan records the order of dynamic W
+  # fill for its chosen candidate only).
   python3 - "$d/plan.json" >"$d/picks.txt" <<'EOF' || return 1
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -210,9 +210,11 @@ cands = p["candidates"]
 chosen = next(i for i, c in enumerate(cands) if c["status"] == "chosen")
 b = cands[chosen]["micro_batch_size"]
 picks = [chosen]
-for name, v in (("1f1b", 1), ("zbv", 2), ("interleaved-1f1b", 2)):
+for name, k, v in (("1f1b", 1, 1), ("gpipe", None, 1), ("kfkb", 2, 1), ("interleaved-1f1b", 1, 2),
+                   ("interleaved-zb", 1, 2), ("zbv", 1, 2), ("dualpipev", 1, 2)):
     for i, c in enumerate(cands):
-        if (c["schedule"] == name and c["virtual_stages"] == v and c["micro_batch_size"] == b
+        if (c["schedule"] == name and (k is None or c["k"] == k) and c["virtual_stages"] == v
+                and c["micro_batch_size"] == b
                 and c["status"] in ("lost", "chosen") and c.get("w_fill") != "dynamic" and i not in picks):
             picks.append(i)
             break
