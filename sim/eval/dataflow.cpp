@@ -525,13 +525,9 @@ class Dataflow {
         if (c.phase == Phase::BackwardWeight) d.end = -bytes[c.act_term + 1];
         d.inflight_end = -static_cast<std::int32_t>(c.phase == Phase::Backward || c.phase == Phase::BackwardWeight);
       }
-      // A count never exceeds the stage's ops and the messages it receives.
-      double most = ps.end - ps.begin + (ps.w_end - ps.w_begin);
-      for (std::uint32_t k = 0; k < ps.ninputs; ++k) most += prog_.channels[prog_.inputs[ps.inputs + k]].count;
       if (SimpleReplay<false>::fits(prog_, ps, input_term_))
         replay_[s] = splits(ps) ? ReplayKind::SimpleSplit : ReplayKind::Simple;
-      else if (ExactReplay::fits(ps) &&
-               sums_exact_in_any_order(ps.static_bytes, &prog_.terms[ps.terms], ps.nterms, most))
+      else if (ExactReplay::fits(ps) && prog_.memory_sums_exact(s))
         replay_[s] = ReplayKind::Exact;
     }
     if (std::find(replay_.begin(), replay_.end(), ReplayKind::Exact) != replay_.end()) index_arrived_bytes();

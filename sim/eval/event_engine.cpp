@@ -32,6 +32,10 @@ struct StageState {
   double last_mem_recorded = -1;
   double busy_s = 0;
   std::uint32_t pending = 0, pending_head = 0, pending_tail = 0;  // dynamic W fill: its FIFO in pending_
+  // The memory as a running total of the count changes: stage_memory's value to the last
+  // bit where the stage's sums are exact in any order (Program::memory_sums_exact).
+  double memory = 0;
+  bool memory_exact = false;
 };
 
 // Boundaries of the trace's segments at or before t (counting each period's).
@@ -96,10 +100,13 @@ struct ChannelState {
   double busy_s = 0;
 };
 
+// Compiled once per (timeline recorded, dynamic W fill), so that a run without them
+// tests neither per event.
+template <bool kRecord, bool kDynamicW>
 class Engine {
  public:
   Engine(const Scenario& sc, const Program& prog, const SimOptions& opt)
-      : sc_(sc), prog_(prog), S_(sc.num_stages()), record_(opt.timeline), record_order_(opt.record_order),
+      : sc_(sc), prog_(prog), S_(sc.num_stages()), record_order_(opt.record_order),
         durations_(sc_, prog_) {
     if (static_cast<std::uint64_t>(S_) + prog_.channels.size() >= EventList::kMaxTargets)
       throw InputError(fmt::format("the pipeline has {} stages and {} channels; the engine supports fewer than {} in all",
@@ -113,6 +120,8 @@ class Engine {
       st.end = ps.end;
       st.speed = RateCursor(sc.network.speed(s));
       st.mem.cur = st.mem.peak = ps.static_bytes;
+      st.memory = ps.static_bytes;
+      st.memory_exact = prog_.memory_sums_exact(static_cast<std::uint32_t>(s));
       st.pending = static_cast<std::uint32_t>(pending_.size());
       pending_.resize(pending_.size() + (ps.w_end - ps.w_begin));
     }
@@ -124,7 +133,7 @@ class Engine {
       if (pc.transfer != Transfer::LatencyOnly) channels_[c].rate = RateCursor(*pc.spec->rate);
       if (pc.transfer == Transfer::Bucket) bucket_[c] = TokenBucket(*pc.spec, sc.start_time_s);
     }
-    if (record_) {
+    if constexpr (kRecord) {
       timeline_.ops.reserve(prog_.ops.size() * sc.iterations);
       timeline_.transfers.reserve(prog_.producer.size() * sc.iterations);
       op_end_.assign(prog_.ops.size(), 0.0);
@@ -142,7 +151,7 @@ class Engine {
       t = end;
     }
     finish(t - sc_.start_time_s);
-    if (record_) result_.timeline = std::move(timeline_);
+    if constexpr (kRecord) result_.timeline = std::move(timeline_);
     return std::move(result_);
   }
 
@@ -163,7 +172,7 @@ class Engine {
       const Event e = events_.pop();
       if (e.target >= nstages) {
         transfer_end(e.target - nstages, e.time);
-      } else if (stages_[e.target].deciding) {
+      } else if (kDynamicW && stages_[e.target].deciding) {
         decide(e.target, e.time);
       } else {
         op_end(e.target, e.time);
@@ -176,7 +185,7 @@ class Engine {
       if (st.next != st.end) throw SimError(deadlock_report());
       const double opt = prog_.stages[s].opt;
       end = std::max(end, st.finished_at + opt);
-      if (record_ && opt > 0) timeline_.optimizer.push_back({s, iteration_, st.finished_at, st.finished_at + opt});
+      if (kRecord && opt > 0) timeline_.optimizer.push_back({s, iteration_, st.finished_at, st.finished_at + opt});
     }
     return end;
   }
@@ -195,7 +204,7 @@ class Engine {
   void try_start_stage(std::uint32_t s, double now) {
     StageState& st = stages_[s];
     if (st.busy) return;
-    const std::uint32_t pending = st.pending_tail - st.pending_head;
+    const std::uint32_t pending = kDynamicW ? st.pending_tail - st.pending_head : 0;
     if (pending > 0 && (pending >= prog_.max_pending_w || st.next == st.end)) return start_op(s, pending_[st.pending_head], now);
     if (st.next == st.end) return;
     const ProgramOp op = prog_.ops[st.next];
@@ -223,17 +232,17 @@ class Engine {
     st.deciding = false;
     st.op_start = now;
     st.running = index;
-    if (index >= ps.w_begin && index < ps.w_end) ++st.pending_head;
+    if (kDynamicW && index >= ps.w_begin && index < ps.w_end) ++st.pending_head;
     // The memory once for both changes: a level set twice at one instant settles only
     // the second value (Level::set), and records what it held before the instant once.
     if (c.in < kLocal) {
       ++channels_[c.in].consumed;
       queue_change(c.in, now, -1);
-      counts_[ps.terms + c.slot_term] -= 1;
+      count(st, ps, c.slot_term, -1);
       try_start_channel(c.in, now);  // may free capacity
     }
     if (c.phase == Phase::Forward) {
-      counts_[ps.terms + c.act_term] += 1;
+      count(st, ps, c.act_term, 1);
       st.inflight.change(now, 1);
     }
     if (c.in < kLocal || c.phase == Phase::Forward) mem_update(s, now);
@@ -247,19 +256,18 @@ class Engine {
   void release(std::uint32_t s, const ProgramOp& op, const OpClass& c, double now) {
     StageState& st = stages_[s];
     const ProgramStage& ps = prog_.stages[s];
-    double* counts = &counts_[ps.terms];
     if (c.phase == Phase::Forward) return;
     if (c.phase == Phase::Backward) {
-      counts[c.act_term] -= 1;
+      count(st, ps, c.act_term, -1);
       st.inflight.change(now, -1);
     } else if (c.phase == Phase::BackwardInput) {
-      counts[c.act_term] -= 1;
-      counts[c.act_term + 1] += 1;
-      if (prog_.dynamic_w)
+      count(st, ps, c.act_term, -1);
+      count(st, ps, c.act_term + 1, 1);
+      if (kDynamicW)
         pending_[st.pending_tail++] =
             ps.w_begin + static_cast<std::uint32_t>(c.act_term / 2) * prog_.micro_batches + op.micro_batch;
     } else {
-      counts[c.act_term + 1] -= 1;
+      count(st, ps, c.act_term + 1, -1);
       st.inflight.change(now, -1);
     }
     mem_update(s, now);
@@ -271,19 +279,19 @@ class Engine {
     const OpClass& c = prog_.stages[s].cls(prog_.classes, op);
     st.busy = false;
     st.busy_s += now - st.op_start;
-    if (record_) {
+    if constexpr (kRecord) {
       timeline_.ops.push_back({static_cast<std::int32_t>(s), iteration_, prog_.op_of(s, op), st.op_start, now});
       op_end_[st.running] = now;
     }
     if (record_order_) result_.executed.back()[s].push_back(prog_.op_of(s, op));
-    if (st.running < st.end) {  // a listed op (W ops of dynamic fill lie after them)
+    if (!kDynamicW || st.running < st.end) {  // a listed op (W ops of dynamic fill lie after them)
       ++st.next;
       ++st.done;
     }
     ++result_.compute_ops;
     release(s, op, c, now);
     if (c.out != kNoChannel) try_start_channel(c.out, now);
-    if (st.next == st.end && st.pending_head == st.pending_tail) {
+    if (st.next == st.end && (!kDynamicW || st.pending_head == st.pending_tail)) {
       st.finished_at = now;
     } else {
       try_start_stage(s, now);
@@ -330,14 +338,14 @@ class Engine {
     const ProgramChannel& pc = prog_.channels[c];
     ch.busy = false;
     ch.busy_s += now - ch.start;
-    if (record_) {
+    if constexpr (kRecord) {
       const Op op = message_op(pc, ch.next);
       const double ready = op_end_[prog_.stages[pc.sender].begin + prog_.producer[pc.first + ch.next]];
       timeline_.transfers.push_back({static_cast<std::int32_t>(pc.sender), static_cast<std::int32_t>(pc.receiver),
                                      iteration_, op.micro_batch, ready, ch.start, ch.start + pc.latency_s, now,
                                      prog_.message_bytes(pc, ch.next), op.model_stage, op.phase != Phase::Forward});
     }
-    counts_[prog_.stages[pc.receiver].terms + prog_.msg_term[pc.first + ch.next]] += 1;
+    count(stages_[pc.receiver], prog_.stages[pc.receiver], prog_.msg_term[pc.first + ch.next], 1);
     ++ch.next;
     ++ch.delivered;
     ++result_.transfers;
@@ -349,14 +357,22 @@ class Engine {
 
   // --- levels -----------------------------------------------------------------
 
-  // The stage's memory from its counts (stage_memory), after one of them changed.
+  // Count `term` of the stage changes by delta (+1 or -1).
+  void count(StageState& st, const ProgramStage& ps, std::uint32_t term, double delta) {
+    counts_[ps.terms + term] += delta;
+    st.memory += prog_.terms[ps.terms + term] * delta;
+  }
+
+  // The stage's memory from its counts (stage_memory), after some of them changed.
   void mem_update(std::uint32_t s, double now) {
     StageState& st = stages_[s];
     const ProgramStage& ps = prog_.stages[s];
-    const double value = stage_memory(ps.static_bytes, &prog_.terms[ps.terms], &counts_[ps.terms], ps.nterms);
+    const double value = st.memory_exact ? st.memory
+                                         : stage_memory(ps.static_bytes, &prog_.terms[ps.terms], &counts_[ps.terms],
+                                                        ps.nterms);
     const double before = st.mem.cur;
     const double at = st.mem.last_t;
-    if (st.mem.set(now, value) && record_ && before != st.last_mem_recorded) {
+    if (st.mem.set(now, value) && kRecord && before != st.last_mem_recorded) {
       timeline_.counters.push_back({static_cast<std::int32_t>(s), Counter::Memory, -1, at, before});
       st.last_mem_recorded = before;
     }
@@ -366,7 +382,7 @@ class Engine {
     ChannelState& ch = channels_[c];
     const double before = ch.queue.cur;
     const double at = ch.queue.last_t;
-    if (ch.queue.change(now, delta) && record_) {
+    if (ch.queue.change(now, delta) && kRecord) {
       const ProgramChannel& pc = prog_.channels[c];
       timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), Counter::QueueDepth,
                                     static_cast<std::int32_t>(pc.sender), at, before});
@@ -437,14 +453,14 @@ class Engine {
     for (int s = 0; s < S_; ++s) {
       const auto& st = stages_[s];
       stages[s] = {st.busy_s, st.inflight.final_peak(), st.mem.final_peak()};
-      if (record_ && st.mem.cur != st.last_mem_recorded)
+      if (kRecord && st.mem.cur != st.last_mem_recorded)
         timeline_.counters.push_back({s, Counter::Memory, -1, st.mem.last_t, st.mem.cur});
     }
     std::vector<ChannelTotals> channels(channels_.size());
     for (std::size_t c = 0; c < channels_.size(); ++c) {
       const auto& ch = channels_[c];
       channels[c] = {ch.busy_s, ch.queue.final_peak()};
-      if (record_) {
+      if constexpr (kRecord) {
         const auto& pc = prog_.channels[c];
         timeline_.counters.push_back({static_cast<std::int32_t>(pc.receiver), Counter::QueueDepth,
                                       static_cast<std::int32_t>(pc.sender), ch.queue.last_t, ch.queue.cur});
@@ -458,7 +474,6 @@ class Engine {
   const Scenario& sc_;
   const Program& prog_;
   int S_;
-  bool record_;
   bool record_order_;
   int iteration_ = 0;
   std::vector<StageState> stages_;
@@ -476,8 +491,12 @@ class Engine {
 }  // namespace
 
 std::optional<SimResult> run_event_engine(const Scenario& scenario, const Program& program, const SimOptions& options) {
-  Engine engine(scenario, program, options);
-  return engine.run();
+  const auto run = [&]<bool kRecord, bool kDynamicW>() {
+    return Engine<kRecord, kDynamicW>(scenario, program, options).run();
+  };
+  if (options.timeline)
+    return program.dynamic_w ? run.operator()<true, true>() : run.operator()<true, false>();
+  return program.dynamic_w ? run.operator()<false, true>() : run.operator()<false, false>();
 }
 
 }  // namespace adagrouper::sim::eval

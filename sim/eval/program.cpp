@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "../accounting.h"
 #include "../error.h"
 
 namespace adagrouper::sim::eval {
@@ -241,6 +242,14 @@ void bind_parameters(const Scenario& sc, Program& p) {
   for (std::size_t t = 0; t < p.terms.size(); ++t)
     p.terms[t] = term_bytes(sc.model_stages[p.term_source[t].model_stage], p.term_source[t].field);
   for (ProgramChannel& ch : p.channels) bind_channel(sc, ch, p);
+}
+
+bool Program::memory_sums_exact(std::uint32_t s) const {
+  const ProgramStage& ps = stages[s];
+  // A count never exceeds the stage's ops and the messages it receives.
+  double most = ps.end - ps.begin + (ps.w_end - ps.w_begin);
+  for (std::uint32_t k = 0; k < ps.ninputs; ++k) most += channels[inputs[ps.inputs + k]].count;
+  return sums_exact_in_any_order(ps.static_bytes, &terms[ps.terms], ps.nterms, most);
 }
 
 Op Program::op_of(std::uint32_t stage, const ProgramOp& op) const {

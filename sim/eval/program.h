@@ -117,6 +117,10 @@ struct Program {
   }
   // The op as the schedule names it.
   Op op_of(std::uint32_t stage, const ProgramOp& op) const;
+  // Whether every sum of stage s's memory terms is exact in any order
+  // (sums_exact_in_any_order with counts up to its ops and received messages), so that a
+  // running total of its memory is stage_memory's value to the last bit.
+  bool memory_sums_exact(std::uint32_t s) const;
 };
 
 // Compiles a validated scenario. Throws InputError when it is too large for the
