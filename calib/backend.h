@@ -244,6 +244,10 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const Mpi& mpi, Watchdog
 std::unique_ptr<Backend> make_cpu_backend(const Mpi& mpi, Watchdog& watchdog);
 #ifdef ADAGROUPER_HAVE_CUDA
 std::unique_ptr<Backend> make_cuda_backend(const Mpi& mpi, Watchdog& watchdog);
+// The CUDA backend's kernels (cuBLAS and ours) on `stream` (a cudaStream_t) of GPU
+// `device`, without MPI or a backend: the CUDA test suite holds them against the CPU
+// kernels. A failed call throws CalibError.
+std::unique_ptr<Kernels> make_cuda_kernels(int device, void* stream);
 #endif
 
 }  // namespace adagrouper::calib

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -76,7 +77,7 @@ cudaDataType_t cuda_type(Elem e) { return e == Elem::f16 ? CUDA_R_16F : CUDA_R_3
 
 class CudaKernels final : public Kernels {
  public:
-  CudaKernels(const Gpu& gpu, cudaStream_t stream) : gpu_(gpu), s_(stream) {
+  CudaKernels(Gpu gpu, cudaStream_t stream) : gpu_(std::move(gpu)), s_(stream) {
     gpu_.check(cublasCreate(&blas_), "cublasCreate");
     gpu_.check(cublasSetStream(blas_, s_), "cublasSetStream");
   }
@@ -166,7 +167,7 @@ class CudaKernels final : public Kernels {
   }
 
  private:
-  const Gpu& gpu_;
+  Gpu gpu_;
   cudaStream_t s_;
   cublasHandle_t blas_ = nullptr;
 };
@@ -467,6 +468,12 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+std::unique_ptr<Kernels> make_cuda_kernels(int device, void* stream) {
+  Gpu gpu{Identity{}, device};
+  gpu.use();
+  return std::make_unique<CudaKernels>(std::move(gpu), static_cast<cudaStream_t>(stream));
+}
 
 std::unique_ptr<Backend> make_cuda_backend(const Mpi& mpi, Watchdog& watchdog) {
   return std::make_unique<CudaBackend>(mpi, watchdog);

@@ -1079,3 +1079,85 @@ TEST_F(CalibCuda, CopyAndNcclSelfSendBandwidth) {
   }
   check_nccl(comm.destroy(), "ncclCommDestroy", nullptr);
 }
+
+// ---------------------------------------------------------------------------------
+// GEMMs: the backend's cuBLAS calls (make_cuda_kernels) against the CPU kernels, every
+// transpose, padded leading dimensions (the padding of C must stay as it was), alpha and
+// beta not 1 and 0.
+
+namespace {
+
+struct GemmCase {
+  bool ta, tb;
+  Elem ab, c;
+};
+
+std::string text(const GemmCase& g) {
+  return std::string(g.ta ? "T" : "N") + (g.tb ? "T" : "N") + (g.ab == Elem::f16 ? " f16" : " f32") +
+         (g.c == Elem::f16 ? " -> f16" : " -> f32");
+}
+
+// Row-major op(A) m x k, op(B) k x n, C m x n, each stored with 3 elements of padding a row.
+struct GemmShape {
+  int m, n, k;
+  bool ta, tb;
+  int lda() const { return (ta ? m : k) + 3; }
+  int ldb() const { return (tb ? k : n) + 3; }
+  int ldc() const { return n + 3; }
+  std::size_t a_elems() const { return static_cast<std::size_t>(ta ? k : m) * lda(); }
+  std::size_t b_elems() const { return static_cast<std::size_t>(tb ? n : k) * ldb(); }
+  std::size_t c_elems() const { return static_cast<std::size_t>(m) * ldc(); }
+};
+
+// The tolerance of a GEMM's result: f16 C is rounded once more than the f32 sum.
+Tol gemm_tol(Elem c) { return c == Elem::f16 ? kF16 : kSum; }
+
+}  // namespace
+
+TEST_F(CalibCuda, GemmMatchesTheCpuKernels) {
+  const auto gpu = cal::make_cuda_kernels(0, s());
+  const float alpha = 1.25f, beta = 0.5f;
+  for (const GemmCase g : {GemmCase{false, false, Elem::f32, Elem::f32}, GemmCase{false, true, Elem::f32, Elem::f32},
+                           GemmCase{true, false, Elem::f32, Elem::f32}, GemmCase{true, true, Elem::f32, Elem::f32},
+                           GemmCase{false, false, Elem::f16, Elem::f16}, GemmCase{false, true, Elem::f16, Elem::f16},
+                           GemmCase{true, false, Elem::f16, Elem::f16}, GemmCase{true, true, Elem::f16, Elem::f16},
+                           GemmCase{true, false, Elem::f16, Elem::f32}, GemmCase{false, true, Elem::f16, Elem::f32}}) {
+    const GemmShape sh{37, 50, 64, g.ta, g.tb};
+    Gen gen(31);
+    const HostArray a = random_array(gen, g.ab, sh.a_elems(), -1, 1), b = random_array(gen, g.ab, sh.b_elems(), -1, 1);
+    HostArray c = random_array(gen, g.c, sh.c_elems(), -1, 1);
+    const DeviceBuffer da = upload(a), db = upload(b), dc = upload(c);
+    gpu->gemm(g.ta, g.tb, sh.m, sh.n, sh.k, alpha, da.get(), sh.lda(), db.get(), sh.ldb(), beta, dc.get(), sh.ldc(),
+              g.ab, g.c);
+    check(cudaStreamSynchronize(s()), "cudaStreamSynchronize after gemm " + text(g));
+    cpu_->gemm(g.ta, g.tb, sh.m, sh.n, sh.k, alpha, a.data(), sh.lda(), b.data(), sh.ldb(), beta, c.data(), sh.ldc(),
+               g.ab, g.c);
+    EXPECT_TRUE(near("gemm " + text(g), download(dc, g.c, sh.c_elems()), c, gemm_tol(g.c)));
+  }
+}
+
+// Strided-batched, as attention runs it (scores Q K^T: NT; context P V: NN), f16 and f32.
+TEST_F(CalibCuda, GemmBatchedMatchesTheCpuKernels) {
+  const auto gpu = cal::make_cuda_kernels(0, s());
+  const float alpha = 0.75f, beta = 0.25f;
+  constexpr int batch = 3;
+  for (const GemmCase g : {GemmCase{false, true, Elem::f32, Elem::f32}, GemmCase{false, false, Elem::f32, Elem::f32},
+                           GemmCase{true, false, Elem::f16, Elem::f16}, GemmCase{false, true, Elem::f16, Elem::f16},
+                           GemmCase{false, false, Elem::f16, Elem::f16}, GemmCase{true, true, Elem::f16, Elem::f16}}) {
+    const GemmShape sh{29, 40, 24, g.ta, g.tb};
+    // Each matrix of the batch 5 elements after the previous one ends.
+    const std::int64_t sa = static_cast<std::int64_t>(sh.a_elems()) + 5, sb = static_cast<std::int64_t>(sh.b_elems()) + 5,
+                       sc = static_cast<std::int64_t>(sh.c_elems()) + 5;
+    Gen gen(32);
+    const HostArray a = random_array(gen, g.ab, static_cast<std::size_t>(sa) * batch, -1, 1),
+                    b = random_array(gen, g.ab, static_cast<std::size_t>(sb) * batch, -1, 1);
+    HostArray c = random_array(gen, g.c, static_cast<std::size_t>(sc) * batch, -1, 1);
+    const DeviceBuffer da = upload(a), db = upload(b), dc = upload(c);
+    gpu->gemm_batched(g.ta, g.tb, sh.m, sh.n, sh.k, alpha, da.get(), sh.lda(), sa, db.get(), sh.ldb(), sb, beta,
+                      dc.get(), sh.ldc(), sc, batch, g.ab);
+    check(cudaStreamSynchronize(s()), "cudaStreamSynchronize after gemm_batched " + text(g));
+    cpu_->gemm_batched(g.ta, g.tb, sh.m, sh.n, sh.k, alpha, a.data(), sh.lda(), sa, b.data(), sh.ldb(), sb, beta,
+                       c.data(), sh.ldc(), sc, batch, g.ab);
+    EXPECT_TRUE(near("gemm_batched " + text(g), download(dc, g.c, c.size()), c, gemm_tol(g.c)));
+  }
+}
