@@ -86,33 +86,28 @@ class DeviceBuffer {
   std::size_t bytes_;
 };
 
-// A stream that synchronizes with the legacy default stream, which cudaMemcpy uses.
-class Stream {
+// A CUDA handle made by Create and released by Destroy.
+template <class Handle, cudaError_t (*Create)(Handle*), cudaError_t (*Destroy)(Handle)>
+class CudaHandle {
  public:
-  Stream() { check(cudaStreamCreate(&s_), "cudaStreamCreate"); }
-  ~Stream() {
-    if (s_ != nullptr) cudaStreamDestroy(s_);
+  explicit CudaHandle(const char* what) { check(Create(&h_), what); }
+  ~CudaHandle() {
+    if (h_ != nullptr) Destroy(h_);
   }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return s_; }
+  CudaHandle(const CudaHandle&) = delete;
+  CudaHandle& operator=(const CudaHandle&) = delete;
+  Handle get() const { return h_; }
 
  private:
-  cudaStream_t s_ = nullptr;
+  Handle h_ = nullptr;
 };
 
-class Event {
- public:
-  Event() { check(cudaEventCreate(&e_), "cudaEventCreate"); }
-  ~Event() {
-    if (e_ != nullptr) cudaEventDestroy(e_);
-  }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
+// A stream that synchronizes with the legacy default stream, which cudaMemcpy uses.
+struct Stream : CudaHandle<cudaStream_t, cudaStreamCreate, cudaStreamDestroy> {
+  Stream() : CudaHandle("cudaStreamCreate") {}
+};
+struct Event : CudaHandle<cudaEvent_t, cudaEventCreate, cudaEventDestroy> {
+  Event() : CudaHandle("cudaEventCreate") {}
 };
 
 class NcclComm {
