@@ -374,21 +374,30 @@ TEST(CalibMpirun, FourRankChainConnectsEveryPair) {
 }
 
 // The GPU check's dry run (--backend cpu): every step a machine without a GPU can take
-// (stages, plan, replays of each family, simulate, compare, simulate --stage-trace) runs
-// through the script as a GPU node would run it, so that the script works the first time
-// a GPU is lent.
-TEST(CalibMpirun, GpuCheckDryRunOnTheCpuBackend) {
+// (stages, plan, replays of each family, simulate, compare, simulate --stage-trace; with
+// --ranks 2 also bandwidth and p2p, and 2-device replays over the network p2p measured)
+// runs through the script as a GPU node with one or two GPUs would run it, so that the
+// script works the first time such a node is lent.
+namespace {
+
+void gpu_check_dry_run(int ranks, const std::string& steps) {
   testutil::TempDir dir;
   const fs::path out = dir.path() / "gpu-check";
   const fs::path bin = fs::path(CALIB_BIN).parent_path();
-  const auto r = shell("bash tools/scripts/gpu-check.sh --prebuilt '" + bin.string() +
-                           "' --backend cpu --iterations 2 --output-dir '" + out.string() + "'",
+  const auto r = shell("bash tools/scripts/gpu-check.sh --prebuilt '" + bin.string() + "' --backend cpu --ranks " +
+                           std::to_string(ranks) + " --iterations 2 --output-dir '" + out.string() + "'",
                        dir.path());
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("gpu-check: passed: device stages replay"));
+  EXPECT_THAT(r.out, HasSubstr("gpu-check: passed: " + steps));
   const auto compare = nlohmann::json::parse(clirunner::slurp(out / "replay" / "compare.json"));
   const auto traced = nlohmann::json::parse(clirunner::slurp(out / "replay" / "compare-stage-trace.json"));
   // The chosen candidate and at least one other family, each a measured and predicted pair.
   ASSERT_GE(compare.at("comparisons").size(), 2u) << compare.dump();
   EXPECT_EQ(traced.at("comparisons").size(), compare.at("comparisons").size());
 }
+
+}  // namespace
+
+TEST(CalibMpirun, GpuCheckDryRunAsOneGpu) { gpu_check_dry_run(1, "device stages replay"); }
+
+TEST(CalibMpirun, GpuCheckDryRunAsTwoGpus) { gpu_check_dry_run(2, "device stages nccl replay"); }

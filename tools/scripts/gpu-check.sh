@@ -4,7 +4,7 @@
 # replays plans on the GPU and holds the simulator's predictions against them. Goes on
 # after a failed step, prints a summary, and exits non-zero if any step failed.
 #
-#   tools/scripts/gpu-check.sh [--prebuilt DIR] [--backend cuda|cpu] [--peak-tflops T]
+#   tools/scripts/gpu-check.sh [--prebuilt DIR] [--backend cuda|cpu [--ranks R]] [--peak-tflops T]
 #                              [--iterations N] [--quick] [BUILD_DIR]
 #
 #   BUILD_DIR        where to build (default build-gpu); outputs in BUILD_DIR/gpu-check
@@ -13,7 +13,9 @@
 #                    outputs in DIR/../gpu-check unless --output-dir says where
 #   --output-dir D   where the outputs go
 #   --backend cpu    a dry run of the script on a machine without a GPU: the CPU backend,
-#                    the toy stage descriptions, no CUDA test suite, no GPU comparison
+#                    the toy stage descriptions, no CUDA test suite, no GPU comparison;
+#                    --ranks 2 takes the path of a node with two GPUs (bandwidth, p2p and
+#                    2-device replays, over MPI)
 #   --peak-tflops T  the GPU's dense fp16 tensor peak, for the comparison with the V100
 #                    figures (default: from the GPU's name: V100 125, A100 312, H100 and
 #                    H200 989; unknown: the comparison is skipped)
@@ -41,14 +43,15 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-builddir=build-gpu prebuilt="" backend=cuda peak="" iterations=20 quick=0 out=""
-usage() { sed -n '7,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+builddir=build-gpu prebuilt="" backend=cuda peak="" iterations=20 quick=0 out="" ranks=1
+usage() { sed -n '7,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
     --backend) backend=$2; shift 2 ;;
     --peak-tflops) peak=$2; shift 2 ;;
     --iterations) iterations=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
     --output-dir) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -58,6 +61,8 @@ while [ $# -gt 0 ]; do
 done
 case "$backend" in cuda | cpu) ;; *) echo "gpu-check: --backend: cuda or cpu" >&2; exit 2 ;; esac
 [[ "$iterations" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: --iterations: a positive integer" >&2; exit 2; }
+case "$ranks" in 1 | 2) ;; *) echo "gpu-check: --ranks: 1 or 2" >&2; exit 2 ;; esac
+[ "$ranks" -eq 1 ] || [ "$backend" = cpu ] || { echo "gpu-check: --ranks is for --backend cpu (the GPUs decide)" >&2; exit 2; }
 if [ -n "$prebuilt" ]; then
   bin=$(cd "$prebuilt" && pwd) || exit 2
   out=${out:-$bin/../gpu-check}
@@ -87,7 +92,8 @@ ngpus=0 cap="" gpu_name=""
 
 device() {
   if [ "$backend" = cpu ]; then
-    say "backend cpu: a dry run without a GPU"
+    ngpus=$ranks
+    say "backend cpu: a dry run without a GPU, as a node with $ranks GPU(s)"
     return 0
   fi
   command -v nvidia-smi >/dev/null || { say "nvidia-smi not found: no NVIDIA driver on this machine"; return 1; }
@@ -173,9 +179,9 @@ gpt() {
 
 nccl() {
   if [ "$ngpus" -ge 2 ]; then
-    timeout 120 "${mpirun[@]}" -np 2 "$bin/adagrouper-calib" bandwidth --backend cuda -b 64K -e 256M -f 4 --iters 20 \
+    timeout 120 "${mpirun[@]}" -np 2 "$bin/adagrouper-calib" bandwidth --backend "$backend" -b 64K -e 256M -f 4 --iters 20 \
       --timeout 60 -o "$out/bandwidth" || return 1
-    timeout 120 "${mpirun[@]}" -np 2 "$bin/adagrouper-calib" p2p --backend cuda --bytes 64M,8M --duration 2 \
+    timeout 120 "${mpirun[@]}" -np 2 "$bin/adagrouper-calib" p2p --backend "$backend" --bytes 64M,8M --duration 2 \
       --interval 0.05 --timeout 60 -o "$out/p2p" || return 1
     return 0
   fi
@@ -200,9 +206,9 @@ replay() {
   "$bin/adagrouper" plan --pipeline "$pipe" --network "$net" --devices "$devices" --families all "${mem[@]}" \
     --iterations "$iterations" --output "$d/plan.json" >"$d/plan.txt" || { cat "$d/plan.txt"; return 1; }
   tail -1 "$d/plan.txt"
-  # The chosen candidate, then one of each family at the chosen micro-batch size, where
-  # it is another candidate (with static W fill: the plan records the order of dynamic W
-  # fill for its chosen candidate only).
+  # The chosen candidate, then one of each family that was evaluated, at the chosen
+  # micro-batch size where it has one (with static W fill: the plan records the order of
+  # dynamic W fill for its chosen candidate only).
   python3 - "$d/plan.json" >"$d/picks.txt" <<'EOF' || return 1
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -210,14 +216,20 @@ cands = p["candidates"]
 chosen = next(i for i, c in enumerate(cands) if c["status"] == "chosen")
 b = cands[chosen]["micro_batch_size"]
 picks = [chosen]
-for name, k, v in (("1f1b", 1, 1), ("gpipe", None, 1), ("kfkb", 2, 1), ("interleaved-1f1b", 1, 2),
-                   ("interleaved-zb", 1, 2), ("zbv", 1, 2), ("dualpipev", 1, 2)):
+def of(name, k, v, same_b):
     for i, c in enumerate(cands):
         if (c["schedule"] == name and (k is None or c["k"] == k) and c["virtual_stages"] == v
-                and c["micro_batch_size"] == b
-                and c["status"] in ("lost", "chosen") and c.get("w_fill") != "dynamic" and i not in picks):
-            picks.append(i)
-            break
+                and (not same_b or c["micro_batch_size"] == b) and c["status"] in ("lost", "chosen")
+                and c.get("w_fill") != "dynamic" and i not in picks):
+            return i
+    return None
+for name, k, v in (("1f1b", 1, 1), ("gpipe", None, 1), ("kfkb", 2, 1), ("interleaved-1f1b", 1, 2),
+                   ("interleaved-zb", 1, 2), ("zbv", 1, 2), ("dualpipev", 1, 2)):
+    i = of(name, k, v, True)
+    if i is None:
+        i = of(name, k, v, False)
+    if i is not None:
+        picks.append(i)
 print(" ".join(map(str, picks)))
 EOF
   : >"$d/pairs.txt"
@@ -253,7 +265,7 @@ step device device
 [ "$backend" = cuda ] && step cuda-test cuda_test
 step stages stages
 [ "$backend" = cuda ] && step gpt gpt
-[ "$backend" = cuda ] && step nccl nccl
+{ [ "$backend" = cuda ] || [ "$ngpus" -ge 2 ]; } && step nccl nccl
 step replay replay
 echo
 say "passed: ${passed[*]:-none}"
