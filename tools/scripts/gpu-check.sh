@@ -239,13 +239,14 @@ EOF
       --candidate "$i" --iterations "$iterations" --warmup 3 --timeout 60 --output "$d/run-$i.json" \
       --timeline "$d/run-$i.trace.json" --stage-trace "$d/stages-$i.csv" >"$d/replay-$i.log" 2>&1 ||
       { cat "$d/replay-$i.log"; return 1; }
-    n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iterations"])' "$d/run-$i.json")
-    t=$(python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["start_time_s"]))' "$d/run-$i.json")
-    "$bin/adagrouper" simulate --plan "$d/plan.json" --candidate "$i" --pipeline "$pipe" --network "$net" \
-      --iterations "$n" --start-time "$t" --output "$d/sim-$i.json" >/dev/null || return 1
-    "$bin/adagrouper" simulate --plan "$d/plan.json" --candidate "$i" --pipeline "$pipe" --network "$net" \
-      --iterations "$n" --start-time "$t" --stage-trace "$d/stages-$i.csv" --output "$d/sim-st-$i.json" \
-      >/dev/null || return 1
+    # The candidate as the plan evaluated it, over the measured span; then with the
+    # replay's measured op durations.
+    read -r n t < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))
+print(r["iterations"], repr(r["start_time_s"]))' "$d/run-$i.json") || return 1
+    local sim=("$bin/adagrouper" simulate --plan "$d/plan.json" --candidate "$i" --pipeline "$pipe" --network "$net"
+               --iterations "$n" --start-time "$t")
+    "${sim[@]}" --output "$d/sim-$i.json" >/dev/null || return 1
+    "${sim[@]}" --stage-trace "$d/stages-$i.csv" --output "$d/sim-st-$i.json" >/dev/null || return 1
     echo "sim-$i.json run-$i.json" >>"$d/pairs.txt"
     echo "sim-st-$i.json run-$i.json" >>"$d/pairs-stage-trace.txt"
   done

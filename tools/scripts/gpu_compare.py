@@ -14,6 +14,7 @@ forward, as the harness runs it: no recomputation), against the peak.
 """
 import argparse
 import json
+import os
 import sys
 
 
@@ -75,7 +76,6 @@ def main():
     if a.json:
         with open(a.json + ".tmp", "w") as f:
             json.dump({"scale": scale, "peak_tflops": a.peak_tflops, "rows": rows}, f, indent=1)
-        import os
         os.replace(a.json + ".tmp", a.json)
 
 
