@@ -74,6 +74,11 @@ struct PlannedRun {
   double start_time_s = 0;
   std::optional<double> predicted_iteration_time_s;
   std::string pipeline_path, network_path;  // inputs by role ("" when the plan has none)
+  // The compute ops of the plan's device programs (`devices`), stage by stage in issue
+  // order: what a runtime that executes the plan runs, every iteration. The plan records
+  // them for its chosen candidate only (with dynamic W fill, where the W ops went in the
+  // run the planner evaluated): empty for another candidate, or a plan without them.
+  std::vector<std::vector<Op>> recorded;
 };
 // The chosen candidate, or candidates[*candidate]; InputError naming the file and field,
 // or --candidate for an index out of range.

@@ -549,6 +549,48 @@ TEST_F(PlanCli, TorchCsvImportsBackToTheSameNumbers) {
   EXPECT_EQ(w_fills, (std::set<std::string>{"dynamic", "static"}));
 }
 
+// `simulate --plan --recorded-order` runs the order of the plan's device programs in every
+// iteration: the plan's --torch-csv as a schedule file, to the bit. Under constant rates
+// that is what dynamic W fill does in every iteration; on a link whose rate changes the
+// fill places the W ops anew in each iteration, and the fixed order runs differently.
+TEST_F(PlanCli, SimulateRecordedOrderRunsThePlansPrograms) {
+  const fs::path csv = tmp_.path() / "order.csv", merged = tmp_.path() / "pipe.json";
+  const fs::path plan = tmp_.path() / "planned.json", stepped = tmp_.path() / "stepped.json";
+  std::ofstream(stepped) << R"({"latency_s": 0, "default": {"points": [[0, 1.0], [20, 0.25]], "repeat_s": 40}})";
+  for (const std::string& net : {std::string("configs/examples/toy-net-2s.json"), stepped.string()}) {
+    SCOPED_TRACE(net);
+    ASSERT_EQ(run(fmt::format("plan --pipeline {} --network '{}' --devices 4 --memory-limit 1e12 --iterations 4 "
+                              "--torch-csv '{}' --pipeline-output '{}' --output '{}'",
+                              kToy8, net, csv.string(), merged.string(), plan.string()))
+                  .rc,
+              0);
+    const json doc = json::parse(clirunner::slurp(plan));
+    ASSERT_EQ(doc.at("chosen").at("w_fill"), "dynamic");
+    Outcome r = run("simulate --plan '" + plan.string() + "' --recorded-order --json");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const json recorded = json::parse(r.out);
+    r = run(fmt::format("simulate --pipeline '{}' --network '{}' --schedule-file '{}' -b {} --iterations 4 --json",
+                        merged.string(), net, csv.string(), doc.at("chosen").at("micro_batch_size").get<int>()));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(recorded.at("iteration_times_s"), json::parse(r.out).at("iteration_times_s"));
+    EXPECT_EQ(recorded.at("schedule"), "kfkb");
+    EXPECT_EQ(recorded.at("k"), doc.at("chosen").at("k"));
+    const double dynamic = doc.at("chosen").at("predicted_iteration_time_s");
+    if (net == stepped.string())
+      EXPECT_NE(recorded.at("mean_iteration_time_s").get<double>(), dynamic);
+    else
+      EXPECT_EQ(recorded.at("mean_iteration_time_s").get<double>(), dynamic);
+  }
+  // Another candidate has no recorded programs; without a plan there is nothing recorded.
+  const json doc = json::parse(clirunner::slurp(plan));
+  std::size_t other = 0;
+  while (doc.at("candidates")[other].at("status") != "lost") ++other;
+  expect_bad(fmt::format("simulate --plan '{}' --candidate {} --recorded-order", plan.string(), other),
+             {"--recorded-order", "chosen candidate only"});
+  expect_bad("simulate --pipeline " + kToyPipe + " --network " + kHalfSecond + " --schedule 1f1b -b 1 --recorded-order",
+             {"--recorded-order: only with --plan"});
+}
+
 TEST_F(PlanCli, FamiliesWithBadCombinationsAreOneLineErrors) {
   const std::string p = "--pipeline " + kToy8, n = "--network " + kHalfSecond;
   expect_bad("plan " + p + " " + n + " --devices 3", {"--devices", kToy8, "8 model stages", "3"});

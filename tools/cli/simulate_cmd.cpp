@@ -88,7 +88,8 @@ std::string simulate_help() {
   for (const ScheduleFamily& f : schedule_families()) name_width = std::max(name_width, f.name.size());
   std::string help = fmt::format(
       "Usage: adagrouper simulate --pipeline P --network N --schedule NAME [--k K]\n"
-      "       adagrouper simulate --plan PLAN.json [--candidate I] [--pipeline P] [--network N] ...\n"
+      "       adagrouper simulate --plan PLAN.json [--candidate I] [--recorded-order]\n"
+      "                           [--pipeline P] [--network N] ...\n"
       "                           [--virtual-stages v] [--split-backward]\n"
       "                           [--w-fill static|dynamic] [--max-pending-w P]\n"
       "                           --micro-batch-size b [--iterations n] [--start-time T]\n"
@@ -139,7 +140,11 @@ void add_simulate_options(po::options_description& o) {
        "run what a plan (adagrouper plan --output) chose: its schedule, k, virtual stages, W fill, b, B and "
        "evaluation iterations and start; --pipeline and --network default to the plan's inputs (beside the "
        "plan where their relative paths do not exist from here)")
-    ("candidate", po::value<int>()->value_name("I"), "with --plan: its candidates[I] instead of the chosen one");
+    ("candidate", po::value<int>()->value_name("I"), "with --plan: its candidates[I] instead of the chosen one")
+    ("recorded-order", po::bool_switch(),
+       "with --plan: run the compute order of the plan's device programs (its chosen candidate's) in every "
+       "iteration, as a runtime that executes them does; with dynamic W fill the W ops stay where the "
+       "planner's evaluated run put them, instead of filling each iteration's idle time anew");
   // clang-format on
   add_schedule_options(o);
 }
@@ -184,6 +189,7 @@ void check_custom_order(const Scenario& scenario, const std::string& source) {
 std::optional<PlannedRun> plan_option(const po::variables_map& vm) {
   if (!vm.count("plan")) {
     if (vm.count("candidate")) throw InputError("--candidate: only with --plan FILE");
+    if (vm["recorded-order"].as<bool>()) throw InputError("--recorded-order: only with --plan FILE");
     return std::nullopt;
   }
   for (const char* name : {"schedule", "k", "virtual-stages", "max-pending-w", "schedule-file", "micro-batch-size"})
@@ -212,13 +218,33 @@ void fit_to_plan(Pipeline& pipeline, const PlannedRun& run) {
   }
 }
 
-// The run the options describe; `schedule_source` is the --schedule-file if one is given.
-// The network is bound to the schedule's stages.
+// `simulate --plan FILE --recorded-order`: the planned run's schedule with the order of
+// the plan's device programs, a static order (its W ops where the programs put them).
+// `source` names it for the checks of a custom order.
+Schedule recorded_schedule(const PlannedRun& run, int M, const std::string& plan_path, std::string& source) {
+  if (run.recorded.empty())
+    throw InputError(fmt::format("--recorded-order: {} records the device programs of its chosen candidate only; "
+                                 "drop --candidate, or --recorded-order",
+                                 plan_path));
+  ScheduleSpec spec = run.spec;
+  spec.w_fill = WFill::Static;
+  spec.max_pending_w.reset();
+  Schedule schedule = make_schedule(spec, run.stages, M);
+  schedule.stages = run.recorded;
+  source = plan_path + ": devices";
+  normalize_schedule(schedule, schedule.num_model_stages(), M, source);
+  return schedule;
+}
+
+// The run the options describe; `schedule_source` is the --schedule-file, or the plan
+// whose recorded order runs, if one is given. The network is bound to the schedule's stages.
 Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, const NetworkSpec& network, int b,
                          int iterations, const std::optional<PlannedRun>& planned, std::string& schedule_source) {
   const int M = pipeline.global_batch_size / b;
-  Schedule schedule = planned ? make_schedule(planned->spec, planned->stages, M)
-                              : schedule_option(vm, pipeline, M, schedule_source);
+  Schedule schedule = !planned ? schedule_option(vm, pipeline, M, schedule_source)
+                      : vm["recorded-order"].as<bool>()
+                          ? recorded_schedule(*planned, M, vm["plan"].as<std::string>(), schedule_source)
+                          : make_schedule(planned->spec, planned->stages, M);
   Network bound = network.bind(schedule.num_stages());
   Scenario scenario = make_scenario(pipeline, std::move(bound), std::move(schedule), b, iterations);
   scenario.start_time_s = time_option(vm, "start-time");
