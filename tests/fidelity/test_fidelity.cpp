@@ -961,7 +961,6 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--random-scenarios 2 --seed -1", "--seed: an integer >= 0"},
            {"--random-scenarios 2 --repeats 0", "--repeats: a positive integer"},
            {"--random-scenarios 2 --pipeline configs/fidelity/pipeline-2.json", "draws the pipeline and the trace"},
-           {"--families zbv --ranks 3", "--families: needs --ranks 2"},
            {"--shaper foo", "--shaper: tbf or htb"},
            {"--bucket foo", "--bucket: per-rate, fixed or lowest"},
            {"--bucket fixed --shaper htb", "--bucket fixed: tbf only"},
@@ -986,6 +985,16 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--random-scenarios 2 --queue 1e6", "--queue: auto, per-rate or fixed"},
            {"--seed", "--seed: needs a value"}})
     expect_refused("fidelity.sh", args, piece);
+  // On 3 or 4 ranks, only families whose placement the chain of namespaces links (the
+  // check reads each family's placement from the build's adagrouper).
+  const std::string build = fmt::format(" --build '{}'", BUILD_ROOT);
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"--families zbv,interleaved-1f1b --ranks 3",
+            "--families: interleaved-1f1b at v = 2 sends from stage 2 to 0, which the chain"},
+           {"--families interleaved-zb --ranks 4", "--families: interleaved-zb at v = 2 sends from stage 3 to 0"},
+           {"--families all --ranks 3", "--families all: on 3 ranks, list families"},
+           {"--families zbv,nonsense --ranks 3", "--families: nonsense: adagrouper schedule: --schedule: unknown schedule"}})
+    expect_refused("fidelity.sh", args + build, piece);
 #endif
 }
 

@@ -46,9 +46,11 @@
 #   --families LIST    plan across schedule families too (adagrouper plan --devices N
 #                      --families LIST, N the ranks) and replay the chosen candidate and
 #                      the fastest of each family in LIST at each of its virtual stage
-#                      counts (static W fill; those that lost too); needs --ranks
-#                      2 (the chain links neighbours only, and an interleaved schedule
-#                      sends from the last stage to the first)
+#                      counts (static W fill; those that lost too). On 3 or 4
+#                      ranks only families whose model stages follow each other on
+#                      neighbouring stages (zbv, dualpipev, kfkb-dynamic): the chain
+#                      links neighbours only, and an interleaved schedule at v = 2 sends
+#                      from the last stage to the first
 #   --memory-limit B   plan's memory limit per stage in bytes (default: the pipeline's;
 #                      with --families and the default pipeline 8e9, two model stages of
 #                      pipeline-4 on each stage)
@@ -388,7 +390,6 @@ case "$queue_kind" in auto | per-rate | fixed) ;; *) die "--queue: auto, per-rat
 case "$priority" in auto | none | nice | rt | compute-rt) ;; *) die "--priority: auto, rt, compute-rt, nice or none" ;; esac
 if [ -n "$families" ]; then
   [[ "$families" =~ ^[a-z0-9,-]+$ ]] || die "--families: a comma-separated list of families, got '$families'"
-  [ "$ranks" -eq 2 ] || die "--families: needs --ranks 2 (the chain of namespaces links neighbours only)"
   if [ -z "$pipeline" ]; then
     pipeline="$root/configs/fidelity/pipeline-$((2 * ranks)).json"
     [ -n "$memory_limit" ] || memory_limit=8e9
@@ -430,6 +431,34 @@ calib="$build/adagrouper-calib"
 [ -x "$calib" ] || calib="$build/calib/adagrouper-calib"
 [ -x "$adagrouper" ] || skip "$build/adagrouper is not built"
 [ -x "$calib" ] || skip "adagrouper-calib is not built in $build (Meson found no MPI)"
+
+# On more than 2 ranks, --families takes only families whose model stages follow each
+# other on the same or neighbouring stages at every v they run (2 model stages per rank:
+# v = 1 or 2): the chain of namespaces links neighbours only. A V placement (zbv,
+# dualpipev) does; a loop (interleaved families at v = 2) sends from the last stage to
+# the first. Each family's placement is the one `adagrouper schedule` prints.
+if [ -n "$families" ] && [ "$ranks" -gt 2 ]; then
+  for f in ${families//,/ }; do
+    [ "$f" != all ] || die "--families all: on $ranks ranks, list families whose placement the chain links (zbv, dualpipev, kfkb-dynamic)"
+    [ "$f" != kfkb-dynamic ] || continue  # kFkB with split backward: one model stage per stage
+    hop=$("$adagrouper" schedule "$f" --stages "$ranks" --micro-batches $((2 * ranks)) --virtual-stages 2 \
+      --output-format json 2>&1 | python3 -c '
+import json, sys
+text = sys.stdin.read()
+try:
+    p = json.loads(text)["placement"]
+except ValueError:
+    # Refused at v = 2 because it runs one model stage per stage: v = 1 only.
+    if "runs 1 model stage per stage" not in text:
+        print(text.strip())
+        sys.exit(1)
+    p = []
+print(next((f"{a} to {b}" for a, b in zip(p, p[1:]) if abs(a - b) > 1), ""))') ||
+      die "--families: $f: $hop"
+    [ -z "$hop" ] || die "--families: $f at v = 2 sends from stage $hop, which the chain of namespaces does not link on $ranks ranks (neighbours only); list families with a V placement (zbv, dualpipev) or kfkb-dynamic, or use --ranks 2"
+  done
+fi
+
 [ "$(id -u)" -eq 0 ] || skip "network namespaces and tc need root"
 netns=("$root/tools/scripts/netns.sh" --prefix "$prefix")
 "${netns[@]}" check >/dev/null 2>&1 || skip "network namespaces, veth pairs or tc shaping are not permitted here ($("${netns[@]}" check 2>&1 | tail -1))"
@@ -969,11 +998,16 @@ EOF
   : >"$dir/pairs.txt"
   : >"$dir/pairs-aligned.txt"
   for i in $picks; do
-    # The candidate as the plan evaluated it (simulate --plan), over the measured span.
-    python3 - "$dir/run-$i.json" <<'EOF' >"$dir/sim-$i.args"
+    # The candidate as the plan evaluated it (simulate --plan), over the measured span;
+    # one with dynamic W fill as the replay runs it, in the order of the plan's programs
+    # every iteration (simulate --recorded-order; docs/fidelity.md, "Dynamic W fill,
+    # replayed").
+    python3 - "$dir/run-$i.json" "$dir/plan.json" "$i" <<'EOF' >"$dir/sim-$i.args"
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(" ".join(["--iterations", str(r["iterations"]), "--start-time", repr(r["start_time_s"])]))
+dynamic = json.load(open(sys.argv[2]))["candidates"][int(sys.argv[3])].get("w_fill") == "dynamic"
+print(" ".join(["--iterations", str(r["iterations"]), "--start-time", repr(r["start_time_s"])] +
+               (["--recorded-order"] if dynamic else [])))
 EOF
     # shellcheck disable=SC2046
     "$adagrouper" simulate --plan "$dir/plan.json" --candidate "$i" --pipeline "$sim_pipeline" \
@@ -990,6 +1024,8 @@ exe, pipe, net, run_path, out, plan, candidate = sys.argv[1:8]
 run = json.load(open(run_path))
 base = ["simulate", "--plan", plan, "--candidate", candidate, "--pipeline", pipe, "--network", net,
         "--iterations", "1", "--json"]
+if json.load(open(plan))["candidates"][int(candidate)].get("w_fill") == "dynamic":
+    base.append("--recorded-order")  # as the replay runs it, as the free-running prediction
 t, parts = run["start_time_s"], []
 for measured in run["iteration_times_s"]:
     parts.append(json.loads(subprocess.run([exe] + base + ["--start-time", repr(t)], check=True,
