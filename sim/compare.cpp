@@ -168,14 +168,16 @@ std::vector<Op> program_ops(const Field& program) {
   for (std::size_t i = 0; i < program.size(); ++i) {
     const Field e = program.at(i);
     const std::string kind = e.at("op").string();
-    const auto* c = std::find_if(std::begin(kCompute), std::end(kCompute), [&](const auto& x) { return x.first == kind; });
+    const auto* c =
+        std::find_if(std::begin(kCompute), std::end(kCompute), [&](const auto& x) { return x.first == kind; });
     if (c == std::end(kCompute)) {
       if (kind != "send" && kind != "recv")
-        e.at("op").fail(fmt::format("must be forward, backward, backward_input, backward_weight, send or recv, got '{}'",
-                                    kind));
+        e.at("op").fail(
+            fmt::format("must be forward, backward, backward_input, backward_weight, send or recv, got '{}'", kind));
       continue;
     }
-    ops.push_back({c->second, e.at("micro_batch").int_in(0, kMaxBatchSize - 1), e.at("model_stage").int_in(0, kMaxStages)});
+    const int micro_batch = e.at("micro_batch").int_in(0, kMaxBatchSize - 1);
+    ops.push_back({c->second, micro_batch, e.at("model_stage").int_in(0, kMaxStages - 1)});
   }
   return ops;
 }

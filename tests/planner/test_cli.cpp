@@ -586,9 +586,24 @@ TEST_F(PlanCli, SimulateRecordedOrderRunsThePlansPrograms) {
   std::size_t other = 0;
   while (doc.at("candidates")[other].at("status") != "lost") ++other;
   expect_bad(fmt::format("simulate --plan '{}' --candidate {} --recorded-order", plan.string(), other),
-             {"--recorded-order", "chosen candidate only"});
+             {"--recorded-order", "holds no device programs for this candidate"});
   expect_bad("simulate --pipeline " + kToyPipe + " --network " + kHalfSecond + " --schedule 1f1b -b 1 --recorded-order",
              {"--recorded-order: only with --plan"});
+  // Programs that do not list every op once, or an entry that is no op, name the field.
+  json edited = doc;
+  edited["devices"][0]["program"][0]["op"] = "jump";
+  const fs::path bad = tmp_.path() / "edited.json";
+  std::ofstream(bad) << edited.dump();
+  expect_bad("simulate --plan '" + bad.string() + "' --recorded-order", {"devices[0].program[0].op", "jump"});
+  edited = doc;
+  auto& program = edited["devices"][0]["program"];
+  for (std::size_t i = 0; i < program.size(); ++i)
+    if (program[i].at("op") == "forward") {
+      program.erase(program.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  std::ofstream(bad) << edited.dump();
+  expect_bad("simulate --plan '" + bad.string() + "' --recorded-order", {bad.string() + ": devices", "F0"});
 }
 
 TEST_F(PlanCli, FamiliesWithBadCombinationsAreOneLineErrors) {

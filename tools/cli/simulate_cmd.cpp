@@ -223,8 +223,8 @@ void fit_to_plan(Pipeline& pipeline, const PlannedRun& run) {
 // `source` names it for the checks of a custom order.
 Schedule recorded_schedule(const PlannedRun& run, int M, const std::string& plan_path, std::string& source) {
   if (run.recorded.empty())
-    throw InputError(fmt::format("--recorded-order: {} records the device programs of its chosen candidate only; "
-                                 "drop --candidate, or --recorded-order",
+    throw InputError(fmt::format("--recorded-order: {} holds no device programs for this candidate (a plan records "
+                                 "its chosen candidate's only, in devices); drop --candidate, or --recorded-order",
                                  plan_path));
   ScheduleSpec spec = run.spec;
   spec.w_fill = WFill::Static;
