@@ -36,9 +36,12 @@ Run shell(const std::string& cmd, const fs::path& dir) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, clirunner::slurp(out), clirunner::slurp(err)};
 }
 
+// Ranks on this host talk over the loopback only: other tests create and remove network
+// namespaces and their bridges meanwhile, and an interface that vanishes between mpirun's
+// listing of them and a rank's connect fails the job.
 std::string mpirun(int np) {
-  return std::string("mpirun ") + (::geteuid() == 0 ? "--allow-run-as-root " : "") + "--oversubscribe -np " +
-         std::to_string(np) + " ";
+  return std::string("mpirun ") + (::geteuid() == 0 ? "--allow-run-as-root " : "") +
+         "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo --oversubscribe -np " + std::to_string(np) + " ";
 }
 
 // adagrouper-calib under mpirun -np N with the CPU backend.
@@ -384,7 +387,9 @@ void gpu_check_dry_run(int ranks, const std::string& steps) {
   testutil::TempDir dir;
   const fs::path out = dir.path() / "gpu-check";
   const fs::path bin = fs::path(CALIB_BIN).parent_path();
-  const auto r = shell("bash tools/scripts/gpu-check.sh --prebuilt '" + bin.string() + "' --backend cpu --ranks " +
+  // Its mpirun over the loopback only, as mpirun() above (Open MPI reads OMPI_MCA_*).
+  const auto r = shell("OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo bash tools/scripts/gpu-check.sh "
+                       "--prebuilt '" + bin.string() + "' --backend cpu --ranks " +
                            std::to_string(ranks) + " --iterations 2 --output-dir '" + out.string() + "'",
                        dir.path());
   ASSERT_EQ(r.rc, 0) << r.out << r.err;

@@ -542,6 +542,12 @@ TEST(ReplayPlan, FamiliesWithModelStages) {
 
 // --- the replay under mpirun ------------------------------------------------------
 
+// mpirun's options for ranks on this host: MPI's TCP over the loopback only. Other suites
+// create and remove network namespaces and their bridges meanwhile (the testbed), and an
+// interface that vanishes between mpirun's listing of them and a rank's connect fails
+// the job ("bind on local address ... failed").
+#define LOCAL_MPI_TCP "--mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
+
 // A shell command's standard output and exit status (the scripts' tests need no MPI).
 std::string shell(const std::string& cmd, int& rc) {
   std::string out;
@@ -643,7 +649,7 @@ clirunner::Outcome plan_two_stages(const fs::path& plan_path) {
 // Replays the plan at `plan_path` on 2 ranks under mpirun, `iterations` measured and no
 // warm-up, with `args` added; returns the output and sets `rc`.
 std::string replay_two_stages(const fs::path& plan_path, int iterations, const std::string& args, int& rc) {
-  return shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' "
+  return shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 " LOCAL_MPI_TCP " '{}' "
                            "replay --plan '{}' --iterations {} --warmup 0 --timeout 60 {} 2>&1",
                            SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), iterations, args),
                rc);
@@ -674,7 +680,7 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
                  st = tmp.path() / "stages.csv", sim_out = tmp.path() / "sim.json";
   int rc = 0;
   const std::string out = shell(
-      fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' replay "
+      fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 " LOCAL_MPI_TCP " '{}' replay "
                   "--backend cpu --plan '{}' --iterations 2 --warmup 1 --timeout 60 --output '{}' --raw '{}' "
                   "--timeline '{}' --stage-trace '{}' 2>&1",
                   SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), run.string(), raw.string(), tl.string(),
@@ -731,8 +737,8 @@ TEST(Replay, TwoStagePlanUnderMpirun) {
   EXPECT_EQ(r.rc, 0) << r.err;
 
   // A plan for 2 stages under 3 ranks is one line of bad input, exit status 2.
-  const std::string bad = shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 3 --mca btl "
-                                            "tcp,self '{}' replay --backend cpu --plan '{}' 2>&1",
+  const std::string bad = shell(fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 3 " LOCAL_MPI_TCP
+                                            " '{}' replay --backend cpu --plan '{}' 2>&1",
                                             SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string()),
                                 rc);
   EXPECT_NE(rc, 0);
@@ -853,7 +859,7 @@ TEST(Replay, VirtualStagesAndSplitBackwardUnderMpirun) {
                    sim_out = tmp.path() / (family + "-sim.json");
     int rc = 0;
     const std::string out = shell(
-        fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 --mca btl tcp,self '{}' replay "
+        fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 " LOCAL_MPI_TCP " '{}' replay "
                     "--backend cpu --plan '{}' --candidate {} --iterations 1 --warmup 0 --timeout 60 --output '{}' "
                     "--raw '{}' 2>&1",
                     SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), pick, run.string(), raw.string()),
@@ -923,7 +929,7 @@ TEST(Replay, EightRanksOnFewCoresStayConsistent) {
   ASSERT_EQ(r.rc, 0) << r.err;
   int rc = 0;
   const std::string out = shell(
-      fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 8 --mca btl tcp,self '{}' replay "
+      fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 8 " LOCAL_MPI_TCP " '{}' replay "
                   "--backend cpu --plan '{}' --iterations 2 --warmup 1 --timeout 120 2>&1",
                   SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string()),
       rc);

@@ -512,7 +512,8 @@ TEST(SweepCli, MpiTwoRanksEqualsThreads) {
                 .rc,
             0);
   const std::string cmd =
-      fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 '{}' sweep '{}' -o '{}' 2>'{}'",
+      fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root --mca btl_tcp_if_include lo --mca "
+                  "oob_tcp_if_include lo -np 2 '{}' sweep '{}' -o '{}' 2>'{}'",
                   SOURCE_ROOT, ADAGROUPER_BIN, spec_path.string(), mpi.string(), (dir.path() / "mpi.err").string());
   const int status = std::system(cmd.c_str());
   const std::string err = slurp(dir.path() / "mpi.err");
