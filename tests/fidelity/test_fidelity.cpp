@@ -1450,6 +1450,43 @@ TEST(Testbed, ReducedRunEndToEnd) {
 // fitted with it (its latency, with --calib-latency tiny, from messages of half the
 // bucket), and the plan's network and every prediction's carry it. The queue is kept in
 // bytes too (--queue fixed): tc takes it at every change.
+// With --families kfkb-dynamic,zbv the planner picks kFkB with dynamic W fill (on the
+// reduced pipeline it is about 10% ahead of any other candidate) and the fastest ZBV is
+// replayed beside it; the replay runs the order the plan records, and so does the
+// prediction of that candidate, free-running and aligned (simulate --recorded-order);
+// the other is simulated as planned.
+TEST(Testbed, ReducedFamiliesRunPredictsTheDynamicPickByItsRecordedOrder) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
+#else
+  TempDir tmp;
+  int rc = 0;
+  const std::string out =
+      shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --families kfkb-dynamic,zbv --build '{}' "
+                        "--out '{}' 2>&1",
+                        SOURCE_ROOT, BUILD_ROOT, tmp.path().string()),
+            rc);
+  if (rc == 77) GTEST_SKIP() << out;
+  ASSERT_EQ(rc, 0) << out;
+  const fs::path dir = tmp.path() / "preempted";
+  const json plan = json::parse(clirunner::slurp(dir / "plan.json"));
+  EXPECT_EQ(plan["chosen"]["w_fill"], "dynamic") << out;
+  int replayed = 0, recorded = 0;
+  for (std::size_t i = 0; i < plan["candidates"].size(); ++i) {
+    const fs::path args = dir / fmt::format("sim-{}.args", i);
+    if (!fs::exists(args)) continue;
+    ++replayed;
+    const bool dynamic = plan["candidates"][i]["w_fill"] == "dynamic";
+    recorded += dynamic;
+    EXPECT_EQ(clirunner::slurp(args).find("--recorded-order") != std::string::npos, dynamic) << i;
+    EXPECT_TRUE(fs::exists(dir / fmt::format("sim-aligned-{}.json", i))) << i;
+  }
+  EXPECT_GE(replayed, 2);
+  EXPECT_EQ(recorded, 1);
+  EXPECT_TRUE(fs::exists(dir / "compare.json"));
+#endif
+}
+
 TEST(Testbed, ReducedRunWithTheModelsBucket) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";

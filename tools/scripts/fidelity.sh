@@ -1018,14 +1018,13 @@ EOF
     # started, so that a measured iteration and its prediction see the same rates even
     # after the two runs have drifted apart.
     python3 - "$adagrouper" "$sim_pipeline" "$dir/net-sim-$i.json" "$dir/run-$i.json" "$dir/sim-aligned-$i.json" \
-      "$dir/plan.json" "$i" <<'EOF'
+      "$dir/plan.json" "$i" "$dir/sim-$i.args" <<'EOF'
 import json, subprocess, sys
-exe, pipe, net, run_path, out, plan, candidate = sys.argv[1:8]
+exe, pipe, net, run_path, out, plan, candidate, args = sys.argv[1:9]
 run = json.load(open(run_path))
 base = ["simulate", "--plan", plan, "--candidate", candidate, "--pipeline", pipe, "--network", net,
         "--iterations", "1", "--json"]
-if json.load(open(plan))["candidates"][int(candidate)].get("w_fill") == "dynamic":
-    base.append("--recorded-order")  # as the replay runs it, as the free-running prediction
+base += [a for a in open(args).read().split() if a == "--recorded-order"]  # as the free-running prediction
 t, parts = run["start_time_s"], []
 for measured in run["iteration_times_s"]:
     parts.append(json.loads(subprocess.run([exe] + base + ["--start-time", repr(t)], check=True,
