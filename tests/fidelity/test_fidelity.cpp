@@ -1378,16 +1378,23 @@ TEST(Testbed, AttributionMeasuresOpsStartLatency) {
                  "[0.0, 5.0, 10.0, 10.0]\n");
 }
 
+#ifdef ADAGROUPER_CALIB_BIN
+// The reduced testbed (fidelity.sh --ci) with `args`, writing into `out`: what it printed,
+// and its exit status in rc (77: skipped, no namespaces here).
+std::string reduced_run(const std::string& args, const fs::path& out, int& rc) {
+  return shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci {} --build '{}' --out '{}' 2>&1", SOURCE_ROOT, args,
+                           BUILD_ROOT, out.string()),
+               rc);
+}
+#endif
+
 TEST(Testbed, ReducedRunEndToEnd) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
 #else
   TempDir tmp;
   int rc = 0;
-  const std::string out =
-      shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --build '{}' --out '{}' 2>&1", SOURCE_ROOT, BUILD_ROOT,
-                        tmp.path().string()),
-            rc);
+  const std::string out = reduced_run("", tmp.path(), rc);
   if (rc == 77) GTEST_SKIP() << out;
   ASSERT_EQ(rc, 0) << out;
   EXPECT_THAT(out, HasSubstr("MAPE"));
@@ -1461,11 +1468,7 @@ TEST(Testbed, ReducedFamiliesRunPredictsTheDynamicPickByItsRecordedOrder) {
 #else
   TempDir tmp;
   int rc = 0;
-  const std::string out =
-      shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --families kfkb-dynamic,zbv --build '{}' "
-                        "--out '{}' 2>&1",
-                        SOURCE_ROOT, BUILD_ROOT, tmp.path().string()),
-            rc);
+  const std::string out = reduced_run("--families kfkb-dynamic,zbv", tmp.path(), rc);
   if (rc == 77) GTEST_SKIP() << out;
   ASSERT_EQ(rc, 0) << out;
   const fs::path dir = tmp.path() / "preempted";
@@ -1493,12 +1496,7 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
 #else
   TempDir tmp;
   int rc = 0;
-  const std::string out =
-      shell(fmt::format("cd '{}' && tools/scripts/fidelity.sh --ci --bucket fixed --calib-latency tiny --queue fixed "
-                        "--build '{}' "
-                        "--out '{}' 2>&1",
-                        SOURCE_ROOT, BUILD_ROOT, tmp.path().string()),
-            rc);
+  const std::string out = reduced_run("--bucket fixed --calib-latency tiny --queue fixed", tmp.path(), rc);
   if (rc == 77) GTEST_SKIP() << out;
   ASSERT_EQ(rc, 0) << out;
   std::smatch m;
