@@ -49,41 +49,6 @@ sim::Pipeline planned_pipeline(const Field& root, const ReplayPlanOptions& optio
   return planner::pipeline_of(m, bounds, plan.global_batch_size, plan.memory_limit_bytes.value_or(0.0));
 }
 
-constexpr std::pair<std::string_view, Kind> kEntryKinds[] = {
-    {"forward", Kind::Forward},   {"backward", Kind::Backward}, {"backward_input", Kind::BackwardInput},
-    {"backward_weight", Kind::BackwardWeight}, {"send", Kind::Send}, {"recv", Kind::Recv}};
-
-planner::ProgramEntry parse_entry(const Field& e, int stage, int model_stages) {
-  const std::string op = e.at("op").string();
-  const auto* kind = std::find_if(std::begin(kEntryKinds), std::end(kEntryKinds), [&](auto& k) { return k.first == op; });
-  if (kind == std::end(kEntryKinds))
-    e.at("op").fail(fmt::format(
-        "must be forward, backward, backward_input, backward_weight, send or recv, got \"{}\"", op));
-  planner::ProgramEntry x{kind->second};
-  x.micro_batch = e.at("micro_batch").int_in(0, sim::kMaxBatchSize);
-  // adagrouper.plan/1 has no model stages: the stage's own.
-  x.model_stage = e.has("model_stage") ? e.at("model_stage").int_in(0, model_stages - 1) : stage;
-  if (x.kind == Kind::Send || x.kind == Kind::Recv) {
-    if (e.has("stream") && e.at("stream").string() != op)
-      e.at("stream").fail(fmt::format("must be \"{}\" (sends and recvs run on their own streams)", op));
-    x.peer = e.at("peer").int_in(0, sim::kMaxStages);
-    x.bytes = e.at("bytes").number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
-    x.tag = e.at("tag").int_in(0);
-    x.communicator = e.at("communicator").int_in(0);
-  }
-  return x;
-}
-
-planner::DeviceProgram parse_program(const Field& dev, int stage, int model_stages) {
-  planner::DeviceProgram p;
-  p.stage = stage;
-  if (dev.at("stage").integer() != stage) dev.at("stage").fail(fmt::format("must be {} (devices in stage order)", stage));
-  const Field prog = dev.at("program");
-  prog.require_array();
-  for (std::size_t i = 0; i < prog.size(); ++i) p.entries.push_back(parse_entry(prog.at(i), stage, model_stages));
-  return p;
-}
-
 // The candidate to replay: the chosen plan, or candidates[options.candidate].
 Field pick_candidate(const Field& root, const ReplayPlanOptions& options) {
   const Field candidates = root.at("candidates");
@@ -109,8 +74,7 @@ void read_candidate(const Field& root, const Field& pick, ReplayPlan& plan) {
                                               plan.micro_batches, plan.micro_batch_size, plan.global_batch_size));
   if (pick.has("predicted_iteration_time_s") && !pick.at("predicted_iteration_time_s").json().is_null())
     plan.predicted_iteration_time_s = pick.at("predicted_iteration_time_s").positive();
-  const Field chosen = root.at("chosen");
-  plan.chosen = sim::planned_spec(chosen) == plan.spec && chosen.at("micro_batch_size").integer() == plan.micro_batch_size;
+  plan.chosen = sim::is_chosen_candidate(root, pick);
   // Dynamic W fill places W where the simulated run had time for them: the plan records
   // that order for its chosen candidate only.
   if (!plan.chosen && plan.spec.w_fill == sim::WFill::Dynamic)
@@ -145,11 +109,7 @@ void read_programs(const Field& root, ReplayPlan& plan) {
     return;
   }
   const Field devices = root.at("devices");
-  devices.require_array();
-  if (devices.size() != static_cast<std::size_t>(plan.stages))
-    devices.fail(fmt::format("has {} devices, the plan {} stages", devices.size(), plan.stages));
-  for (int s = 0; s < plan.stages; ++s)
-    plan.programs.push_back(parse_program(devices.at(s), s, plan.model_stages()));
+  plan.programs = planner::read_device_programs(devices, plan.stages, plan.model_stages());
   const auto problems = planner::validate_programs(plan.programs);
   if (!problems.empty()) devices.fail(fmt::format("the programs are inconsistent: {}", problems.front()));
 }
@@ -225,13 +185,7 @@ class Indexer {
   }
 
  private:
-  static bool is_compute(const planner::ProgramEntry& e) { return e.kind != Kind::Send && e.kind != Kind::Recv; }
-  static sim::Phase phase_of(Kind k) {
-    return k == Kind::Forward ? sim::Phase::Forward
-           : k == Kind::Backward ? sim::Phase::Backward
-           : k == Kind::BackwardInput ? sim::Phase::BackwardInput
-                                      : sim::Phase::BackwardWeight;
-  }
+  static bool is_compute(const planner::ProgramEntry& e) { return planner::compute_op(e).has_value(); }
 
   std::string where(std::size_t i) const {
     return fmt::format("{}: devices[{}].program[{}]", plan_.source, stage_, i);
@@ -264,7 +218,7 @@ class Indexer {
     const auto& e = entries_[i];
     check_micro_batch(i);
     check_here(i, e.model_stage);
-    const sim::Phase ph = phase_of(e.kind);
+    const sim::Phase ph = planner::compute_op(e)->phase;
     int& slot = op_at(e.model_stage, e.micro_batch, ph);
     if (slot >= 0) throw InputError(fmt::format("{}: {} is repeated", where(i), op_label(e.model_stage, e.micro_batch, ph)));
     slot = static_cast<int>(p_.compute.size());

@@ -1,9 +1,14 @@
-// The outputs of `plan`: the adagrouper.plan/2 document and the table of candidates.
+// The outputs of `plan`: the adagrouper.plan/2 document and the table of candidates;
+// and the reader of its device programs.
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "json_util.h"
 #include "planner.h"
 
 namespace adagrouper::planner {
@@ -194,6 +199,54 @@ std::string plan_text(const PlanResult& plan) {
     why += fmt::format(", {:.3f}x the throughput of 1F1B", plan.speedup_over_1f1b());
   why += fmt::format(", peak {:.2f} GiB on stage {}.\n", win.peak_model_memory() / gib, win.peak_stage());
   return out + why;
+}
+
+namespace {
+
+using Kind = ProgramEntry::Kind;
+
+constexpr Kind kEntryKinds[] = {Kind::Forward, Kind::Backward, Kind::BackwardInput,
+                                Kind::BackwardWeight, Kind::Send, Kind::Recv};
+
+ProgramEntry read_entry(const Field& e, int stage, int model_stages) {
+  const std::string op = e.at("op").string();
+  const auto* kind = std::find_if(std::begin(kEntryKinds), std::end(kEntryKinds),
+                                  [&](Kind k) { return op == program_entry_name(k); });
+  if (kind == std::end(kEntryKinds))
+    e.at("op").fail(fmt::format(
+        "must be forward, backward, backward_input, backward_weight, send or recv, got \"{}\"", op));
+  ProgramEntry x{*kind};
+  x.micro_batch = e.at("micro_batch").int_in(0, sim::kMaxBatchSize);
+  x.model_stage = e.has("model_stage") ? e.at("model_stage").int_in(0, model_stages - 1) : stage;
+  if (x.kind == Kind::Send || x.kind == Kind::Recv) {
+    if (e.has("stream") && e.at("stream").string() != op)
+      e.at("stream").fail(fmt::format("must be \"{}\" (sends and recvs run on their own streams)", op));
+    x.peer = e.at("peer").int_in(0, sim::kMaxStages);
+    x.bytes = e.at("bytes").number_in(0, sim::kMaxBytes, "the largest byte count an input may give");
+    x.tag = e.at("tag").int_in(0);
+    x.communicator = e.at("communicator").int_in(0);
+  }
+  return x;
+}
+
+}  // namespace
+
+std::vector<DeviceProgram> read_device_programs(const Field& devices, int stages, int model_stages) {
+  devices.require_array();
+  if (devices.size() != static_cast<std::size_t>(stages))
+    devices.fail(fmt::format("has {} devices, the plan {} stages", devices.size(), stages));
+  std::vector<DeviceProgram> programs;
+  for (int s = 0; s < stages; ++s) {
+    const Field dev = devices.at(static_cast<std::size_t>(s));
+    if (dev.at("stage").integer() != s) dev.at("stage").fail(fmt::format("must be {} (devices in stage order)", s));
+    const Field program = dev.at("program");
+    program.require_array();
+    DeviceProgram p;
+    p.stage = s;
+    for (std::size_t i = 0; i < program.size(); ++i) p.entries.push_back(read_entry(program.at(i), s, model_stages));
+    programs.push_back(std::move(p));
+  }
+  return programs;
 }
 
 }  // namespace adagrouper::planner

@@ -19,6 +19,10 @@
 
 #include "sim.h"
 
+namespace adagrouper {
+class Field;  // json_util.h
+}
+
 namespace adagrouper::planner {
 
 // --- memory model -------------------------------------------------------------
@@ -159,6 +163,9 @@ struct ProgramEntry {
 // names of plan JSON.
 const char* program_entry_name(ProgramEntry::Kind kind);
 
+// The compute op an entry runs (phase, micro-batch, model stage); none for a send or recv.
+std::optional<sim::Op> compute_op(const ProgramEntry& e);
+
 // A communicator: the messages of one ordered pair of stages.
 struct Communicator {
   int id = 0;
@@ -189,6 +196,12 @@ std::vector<DeviceProgram> device_programs(const sim::Schedule& schedule, const 
 // and that the combined dependency graph (Boost.Graph) has no cycle. Returns the
 // problems found, empty when the programs are valid.
 std::vector<std::string> validate_programs(const std::vector<DeviceProgram>& programs);
+
+// Reads a plan's `devices`, as plan_json writes them: one program per stage, in stage
+// order, each entry as written (an adagrouper.plan/1 entry without model_stage runs its
+// stage's). InputError naming the file and field. It does not validate the programs
+// against each other: validate_programs does.
+std::vector<DeviceProgram> read_device_programs(const Field& devices, int stages, int model_stages);
 
 // --- output ---------------------------------------------------------------------
 

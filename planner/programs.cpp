@@ -87,6 +87,18 @@ const char* program_entry_name(ProgramEntry::Kind kind) {
   return "?";
 }
 
+std::optional<sim::Op> compute_op(const ProgramEntry& e) {
+  switch (e.kind) {
+    case K::Forward: return sim::Op{Phase::Forward, e.micro_batch, e.model_stage};
+    case K::Backward: return sim::Op{Phase::Backward, e.micro_batch, e.model_stage};
+    case K::BackwardInput: return sim::Op{Phase::BackwardInput, e.micro_batch, e.model_stage};
+    case K::BackwardWeight: return sim::Op{Phase::BackwardWeight, e.micro_batch, e.model_stage};
+    case K::Send:
+    case K::Recv: break;
+  }
+  return std::nullopt;
+}
+
 std::vector<Communicator> communicators(const sim::Schedule& sch) {
   const Placement pl(sch);
   std::vector<Communicator> out;

@@ -154,48 +154,11 @@ ScheduleSpec planned_spec(const Field& c) {
   return spec;
 }
 
-namespace {
-
-// The compute ops of one device program (`devices[s].program`) in issue order; its sends
-// and receives are left out.
-std::vector<Op> program_ops(const Field& program) {
-  static constexpr std::pair<std::string_view, Phase> kCompute[] = {{"forward", Phase::Forward},
-                                                                    {"backward", Phase::Backward},
-                                                                    {"backward_input", Phase::BackwardInput},
-                                                                    {"backward_weight", Phase::BackwardWeight}};
-  program.require_array();
-  std::vector<Op> ops;
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    const Field e = program.at(i);
-    const std::string kind = e.at("op").string();
-    const auto* c =
-        std::find_if(std::begin(kCompute), std::end(kCompute), [&](const auto& x) { return x.first == kind; });
-    if (c == std::end(kCompute)) {
-      if (kind != "send" && kind != "recv")
-        e.at("op").fail(
-            fmt::format("must be forward, backward, backward_input, backward_weight, send or recv, got '{}'", kind));
-      continue;
-    }
-    const int micro_batch = e.at("micro_batch").int_in(0, kMaxBatchSize - 1);
-    ops.push_back({c->second, micro_batch, e.at("model_stage").int_in(0, kMaxStages - 1)});
-  }
-  return ops;
+bool is_chosen_candidate(const Field& plan, const Field& candidate) {
+  const Field chosen = plan.at("chosen");
+  return planned_spec(candidate) == planned_spec(chosen) &&
+         candidate.at("micro_batch_size").integer() == chosen.at("micro_batch_size").integer();
 }
-
-// The compute order of the plan's device programs, when candidate `c` is its chosen one.
-std::vector<std::vector<Op>> recorded_order(const Field& root, const Field& c) {
-  const Field chosen = root.at("chosen");
-  const bool is_chosen = planned_spec(c) == planned_spec(chosen) &&
-                         c.at("micro_batch_size").integer() == chosen.at("micro_batch_size").integer();
-  if (!is_chosen || !root.has("devices")) return {};
-  const Field devices = root.at("devices");
-  devices.require_array();
-  std::vector<std::vector<Op>> order;
-  for (std::size_t s = 0; s < devices.size(); ++s) order.push_back(program_ops(devices.at(s).at("program")));
-  return order;
-}
-
-}  // namespace
 
 std::string plan_input_path(const Field& plan, std::string_view role, bool required) {
   if (!plan.has("inputs")) return {};
@@ -241,7 +204,7 @@ PlannedRun load_planned_run(const std::string& path, std::optional<int> candidat
     run.predicted_iteration_time_s = c.at("predicted_iteration_time_s").positive();
   run.pipeline_path = plan_input_path(root, "pipeline");
   run.network_path = plan_input_path(root, "network");
-  run.recorded = recorded_order(root, c);
+  run.chosen = is_chosen_candidate(root, c);
   return run;
 }
 

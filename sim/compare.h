@@ -74,11 +74,10 @@ struct PlannedRun {
   double start_time_s = 0;
   std::optional<double> predicted_iteration_time_s;
   std::string pipeline_path, network_path;  // inputs by role ("" when the plan has none)
-  // The compute ops of the plan's device programs (`devices`), stage by stage in issue
-  // order: what a runtime that executes the plan runs, every iteration. The plan records
-  // them for its chosen candidate only (with dynamic W fill, where the W ops went in the
-  // run the planner evaluated): empty for another candidate, or a plan without them.
-  std::vector<std::vector<Op>> recorded;
+  // Whether it is the plan's chosen candidate, the one whose device programs the plan
+  // records (`devices`: with dynamic W fill, where the W ops went in the run the planner
+  // evaluated).
+  bool chosen = false;
 };
 // The chosen candidate, or candidates[*candidate]; InputError naming the file and field,
 // or --candidate for an index out of range.
@@ -90,6 +89,10 @@ PlannedRun load_planned_run(const std::string& path, std::optional<int> candidat
 // as written, or with `required` refused: InputError naming the field and the option
 // that gives the file instead.
 std::string plan_input_path(const Field& plan, std::string_view role, bool required = false);
+
+// Whether `candidate` (an element of a plan's `candidates`) is its `chosen` one: the same
+// schedule and micro-batch size.
+bool is_chosen_candidate(const Field& plan, const Field& candidate);
 
 // The schedule of a plan's candidate (an element of `candidates`, or `chosen`): its
 // family, k where the family takes one, and the settings of plan/2 (absent in plan/1:

@@ -595,6 +595,8 @@ TEST_F(PlanCli, SimulateRecordedOrderRunsThePlansPrograms) {
   const fs::path bad = tmp_.path() / "edited.json";
   std::ofstream(bad) << edited.dump();
   expect_bad("simulate --plan '" + bad.string() + "' --recorded-order", {"devices[0].program[0].op", "jump"});
+  // Without the flag the programs are not read: the candidate's schedule runs.
+  EXPECT_EQ(run("simulate --plan '" + bad.string() + "' --json").rc, 0);
   edited = doc;
   auto& program = edited["devices"][0]["program"];
   for (std::size_t i = 0; i < program.size(); ++i)

@@ -11,6 +11,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "json_util.h"
 #include "planner.h"
 #include "schedule_options.h"
 #include "sim.h"
@@ -222,7 +223,9 @@ void fit_to_plan(Pipeline& pipeline, const PlannedRun& run) {
 // the plan's device programs, a static order (its W ops where the programs put them).
 // `source` names it for the checks of a custom order.
 Schedule recorded_schedule(const PlannedRun& run, int M, const std::string& plan_path, std::string& source) {
-  if (run.recorded.empty())
+  const nlohmann::json doc = read_json_file(plan_path);
+  const Field root(doc, plan_path);
+  if (!run.chosen || !root.has("devices"))
     throw InputError(fmt::format("--recorded-order: {} holds no device programs for this candidate (a plan records "
                                  "its chosen candidate's only, in devices); drop --candidate, or --recorded-order",
                                  plan_path));
@@ -230,7 +233,14 @@ Schedule recorded_schedule(const PlannedRun& run, int M, const std::string& plan
   spec.w_fill = WFill::Static;
   spec.max_pending_w.reset();
   Schedule schedule = make_schedule(spec, run.stages, M);
-  schedule.stages = run.recorded;
+  const auto programs =
+      planner::read_device_programs(root.at("devices"), run.stages, schedule.num_model_stages());
+  for (const planner::DeviceProgram& program : programs) {
+    auto& order = schedule.stages[static_cast<std::size_t>(program.stage)];
+    order.clear();
+    for (const planner::ProgramEntry& e : program.entries)
+      if (const auto op = planner::compute_op(e)) order.push_back(*op);
+  }
   source = plan_path + ": devices";
   normalize_schedule(schedule, schedule.num_model_stages(), M, source);
   return schedule;
