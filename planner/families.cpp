@@ -82,6 +82,14 @@ std::vector<int> parse_virtual_stages(std::string_view list) {
   return {vs.begin(), vs.end()};
 }
 
+RankBy parse_rank_by(std::string_view name) {
+  if (name == "predicted") return RankBy::Predicted;
+  if (name == "deployed") return RankBy::Deployed;
+  throw InputError(fmt::format("--rank-by: must be predicted or deployed, got '{}'", name));
+}
+
+const char* to_string(RankBy r) { return r == RankBy::Deployed ? "deployed" : "predicted"; }
+
 namespace plan_steps {
 
 namespace {

@@ -46,7 +46,7 @@ class ModelPlanner {
   void try_stage_count(int S) {
     for (const int v : o_.virtual_stages) {
       if (S * v > model_.num_layers()) {
-        trials_.push_back({S, v, 0, {}, false, 0, 0,
+        trials_.push_back({S, v, 0, {}, false, 0, 0, 0,
                            fmt::format("more {}stages than the {} layers", v == 1 ? "" : "model ", model_.num_layers())});
         continue;
       }
@@ -56,7 +56,7 @@ class ModelPlanner {
         cut_net = v == 1 ? net : network_for_(S * v);
       } catch (const InputError& e) {
         if (!several_) throw;
-        trials_.push_back({S, v, 0, {}, false, 0, 0, fmt::format("network: {}", e.what())});
+        trials_.push_back({S, v, 0, {}, false, 0, 0, 0, fmt::format("network: {}", e.what())});
         last_error_ = e.what();
         continue;
       }
@@ -105,7 +105,8 @@ class ModelPlanner {
     const Candidate& win = plan.candidates[plan.chosen];
     t.planned = true;
     t.predicted_iteration_time_s = win.predicted_iteration_time_s;
-    t.throughput_per_device = o_.plan.global_batch_size / (win.predicted_iteration_time_s * S);
+    t.ranked_time_s = win.ranked_time_s(o_.plan.rank_by);
+    t.throughput_per_device = o_.plan.global_batch_size / (t.ranked_time_s * S);
     t.note = fmt::format("{}, b = {}", win.spec.prose(), win.micro_batch_size);
     trials_.push_back(t);
     if (better(t)) {
@@ -137,7 +138,7 @@ class ModelPlanner {
   bool better(const ModelPlanTrial& t) const {
     if (!best_) return true;
     const ModelPlanTrial& cur = trials_[*best_trial_];
-    if (cur.stages == t.stages) return t.predicted_iteration_time_s < cur.predicted_iteration_time_s;
+    if (cur.stages == t.stages) return t.ranked_time_s < cur.ranked_time_s;
     return t.throughput_per_device > cur.throughput_per_device;
   }
 

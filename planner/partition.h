@@ -153,7 +153,8 @@ struct ModelPlanTrial {
   std::vector<int> bounds;         // empty when nothing fits
   bool planned = false;
   double predicted_iteration_time_s = 0;
-  double throughput_per_device = 0;  // samples / s / device
+  double ranked_time_s = 0;          // the chosen candidate's time as its plan ranked it (--rank-by)
+  double throughput_per_device = 0;  // samples / s / device, at ranked_time_s
   std::string note;
 };
 

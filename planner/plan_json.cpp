@@ -38,6 +38,7 @@ nlohmann::ordered_json candidate_json(const Candidate& c) {
   j["baseline"] = c.baseline;
   if (c.evaluated) {
     j["predicted_iteration_time_s"] = c.predicted_iteration_time_s;
+    if (c.deployed_iteration_time_s) j["deployed_iteration_time_s"] = *c.deployed_iteration_time_s;
     j["throughput_samples_per_s"] = c.throughput_samples_per_s;
   } else {
     j["predicted_iteration_time_s"] = nullptr;
@@ -61,6 +62,7 @@ nlohmann::ordered_json chosen_json(const PlanResult& plan) {
   chosen["micro_batch_size"] = win.micro_batch_size;
   chosen["micro_batches"] = win.micro_batches;
   chosen["predicted_iteration_time_s"] = win.predicted_iteration_time_s;
+  if (win.deployed_iteration_time_s) chosen["deployed_iteration_time_s"] = *win.deployed_iteration_time_s;
   chosen["throughput_samples_per_s"] = win.throughput_samples_per_s;
   chosen["peak_memory_bytes"] = win.model_memory;
   chosen["simulated_peak_memory_bytes"] = win.simulated_memory;
@@ -149,7 +151,9 @@ nlohmann::ordered_json plan_json(const PlanResult& plan, const std::vector<Input
   j["memory_limit_bytes"] = plan.options.memory_limit_bytes;
   auto& in = j["inputs"] = nlohmann::ordered_json::array();
   for (const auto& f : inputs) in.push_back({{"role", f.role}, {"path", f.path}, {"sha256", f.sha256}});
-  j["evaluation"] = {{"iterations", plan.options.eval_iterations}, {"start_time_s", plan.options.eval_start_s}};
+  j["evaluation"] = {{"iterations", plan.options.eval_iterations},
+                     {"start_time_s", plan.options.eval_start_s},
+                     {"rank_by", to_string(plan.options.rank_by)}};
   j["chosen"] = chosen_json(plan);
   auto& cs = j["candidates"] = nlohmann::ordered_json::array();
   for (const auto& c : plan.candidates) cs.push_back(candidate_json(c));
@@ -168,6 +172,28 @@ std::string schedule_column(const Candidate& c) {
   return spec.label();
 }
 
+// For a chosen candidate with dynamic W fill, what a runtime that executes its programs
+// runs; and the choice of the other --rank-by, when it differs.
+std::string deployed_text(const PlanResult& plan) {
+  const Candidate& win = plan.candidates[plan.chosen];
+  const bool by_deployed = plan.options.rank_by == RankBy::Deployed;
+  std::string out;
+  if (win.deployed_iteration_time_s)
+    out += fmt::format("Its programs fix the W ops where the first iteration put them: a runtime that executes them "
+                       "runs {:.6g} s per iteration ({:+.2f}% against the fill's prediction).\n",
+                       *win.deployed_iteration_time_s,
+                       100.0 * (*win.deployed_iteration_time_s / win.predicted_iteration_time_s - 1.0));
+  if (plan.other_rank_choice) {
+    const Candidate& alt = plan.candidates[*plan.other_rank_choice];
+    const RankBy other = by_deployed ? RankBy::Predicted : RankBy::Deployed;
+    out += fmt::format("--rank-by {} would choose {} with b = {}: {:.6g} s per iteration{}, against {:.6g} s.\n",
+                       to_string(other), alt.spec.prose(), alt.micro_batch_size,
+                       alt.ranked_time_s(other), by_deployed ? " predicted" : " as deployed",
+                       win.ranked_time_s(other));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string plan_text(const PlanResult& plan) {
@@ -180,25 +206,30 @@ std::string plan_text(const PlanResult& plan) {
                                 plan.options.memory_limit_bytes / gib);
   std::size_t width = 9;
   for (const Candidate& c : plan.candidates) width = std::max(width, schedule_column(c).size());
+  // The time column is the one candidates were ranked by.
+  const RankBy rank_by = plan.options.rank_by;
+  const bool deployed = rank_by == RankBy::Deployed;
   out += fmt::format("  {:<{}} {:>4} {:>5} {:>6} {:>12} {:>13} {:>8}  {}\n", "schedule", width, "k", "b", "M",
-                     "peak memory", "iteration s", "vs 1F1B", "status");
+                     "peak memory", deployed ? "deployed s" : "iteration s", "vs 1F1B", "status");
   const double base = plan.one_f_one_b ? plan.candidates[*plan.one_f_one_b].predicted_iteration_time_s : 0.0;
   for (std::size_t i = 0; i < plan.candidates.size(); ++i) {
     const Candidate& c = plan.candidates[i];
-    const std::string t = c.evaluated ? fmt::format("{:.6g}", c.predicted_iteration_time_s) : "-";
-    const std::string sp = c.evaluated && base > 0 ? fmt::format("{:.3f}x", base / c.predicted_iteration_time_s) : "-";
+    const double time = c.ranked_time_s(rank_by);
+    const std::string t = c.evaluated ? fmt::format("{:.6g}", time) : "-";
+    const std::string sp = c.evaluated && base > 0 ? fmt::format("{:.3f}x", base / time) : "-";
     const std::string mem =
         c.status == Status::Refused ? std::string("-") : fmt::format("{:.2f} GiB", c.peak_model_memory() / gib);
     out += fmt::format("{} {:<{}} {:>4} {:>5} {:>6} {:>12} {:>13} {:>8}  {}\n", i == plan.chosen ? "*" : " ",
                        schedule_column(c), width, c.k, c.micro_batch_size, c.micro_batches, mem, t, sp,
                        to_string(c.status));
   }
-  std::string why = fmt::format("{} with b = {} is the fastest plan that fits: {:.6g} s per iteration",
-                                win.spec.prose(), win.micro_batch_size, win.predicted_iteration_time_s);
+  const double win_time = win.ranked_time_s(rank_by);
+  std::string why = fmt::format("{} with b = {} is the fastest plan that fits{}: {:.6g} s per iteration",
+                                win.spec.prose(), win.micro_batch_size, deployed ? " as deployed" : "", win_time);
   if (plan.one_f_one_b && plan.one_f_one_b != plan.chosen)
-    why += fmt::format(", {:.3f}x the throughput of 1F1B", plan.speedup_over_1f1b());
+    why += fmt::format(", {:.3f}x the throughput of 1F1B", base / win_time);
   why += fmt::format(", peak {:.2f} GiB on stage {}.\n", win.peak_model_memory() / gib, win.peak_stage());
-  return out + why;
+  return out + why + deployed_text(plan);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // The steps (plan_steps.h): the memory-limit curve, the baselines and the selection
 // (Ada-Grouper, "memory-limit curve"; docs/model.md section 11).
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -30,6 +31,11 @@ int Candidate::peak_stage() const {
   return static_cast<int>(std::max_element(model_memory.begin(), model_memory.end()) - model_memory.begin());
 }
 
+double Candidate::ranked_time_s(RankBy rank_by) const {
+  return rank_by == RankBy::Deployed ? deployed_iteration_time_s.value_or(predicted_iteration_time_s)
+                                     : predicted_iteration_time_s;
+}
+
 double PlanResult::speedup_over_1f1b() const {
   if (!one_f_one_b) return 0.0;
   return candidates[*one_f_one_b].predicted_iteration_time_s / candidates[chosen].predicted_iteration_time_s;
@@ -53,21 +59,34 @@ bool fits(const PlanContext& cx, const Candidate& c) {
   return c.peak_model_memory() <= cx.options.memory_limit_bytes;
 }
 
-sim::SimResult simulate_candidate(const PlanContext& cx, const Candidate& c, const sim::SimOptions& options) {
-  sim::Scenario sc = sim::make_scenario(cx.pipeline_for(c.virtual_stages()), cx.network,
-                                        sim::make_schedule(c.spec, cx.devices, c.micro_batches), c.micro_batch_size,
-                                        cx.options.eval_iterations);
+namespace {
+
+sim::SimResult simulate_schedule(const PlanContext& cx, const Candidate& c, sim::Schedule schedule,
+                                 const sim::SimOptions& options) {
+  sim::Scenario sc = sim::make_scenario(cx.pipeline_for(c.virtual_stages()), cx.network, std::move(schedule),
+                                        c.micro_batch_size, cx.options.eval_iterations);
   sc.start_time_s = cx.options.eval_start_s;
   return sim::simulate(sc, options);
 }
 
+}  // namespace
+
+sim::SimResult simulate_candidate(const PlanContext& cx, const Candidate& c, const sim::SimOptions& options) {
+  return simulate_schedule(cx, c, sim::make_schedule(c.spec, cx.devices, c.micro_batches), options);
+}
+
 void evaluate(const PlanContext& cx, Candidate& c) {
-  const sim::SimResult r = simulate_candidate(cx, c, {});
+  const bool dynamic = c.spec.w_fill == sim::WFill::Dynamic;
+  sim::SimResult r = simulate_candidate(cx, c, {.record_order = dynamic});
   c.evaluated = true;
   c.predicted_iteration_time_s = r.mean_iteration_time_s();
   c.throughput_samples_per_s = r.throughput_samples_per_s();
   c.simulated_memory.clear();
   for (const auto& st : r.stages) c.simulated_memory.push_back(st.peak_memory_bytes);
+  if (!dynamic) return;
+  sim::Schedule deployed = sim::fixed_order_schedule(c.spec, cx.devices, c.micro_batches,
+                                                     std::move(r.executed.front()), "the dynamic W fill's order");
+  c.deployed_iteration_time_s = simulate_schedule(cx, c, std::move(deployed), {}).mean_iteration_time_s();
 }
 
 std::string gib_text(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }

@@ -77,6 +77,13 @@ std::vector<std::string> parse_families(std::string_view list);
 // result; InputError naming --virtual-stages otherwise.
 std::vector<int> parse_virtual_stages(std::string_view list);
 
+// --rank-by: predicted (the simulated run, as `simulate` reports it) or deployed (with
+// dynamic W fill, the order a runtime that executes the plan's programs runs).
+enum class RankBy { Predicted, Deployed };
+// "predicted" or "deployed"; InputError naming --rank-by otherwise.
+RankBy parse_rank_by(std::string_view name);
+const char* to_string(RankBy r);
+
 struct PlanOptions {
   double memory_limit_bytes = 0;  // per stage
   int global_batch_size = 0;      // B (fixed)
@@ -88,6 +95,9 @@ struct PlanOptions {
   int devices = 0;
   std::vector<int> virtual_stages;    // v considered, each dividing J / D; empty: every divisor
   std::vector<std::string> families;  // extra_families() considered (empty: none, as before)
+  // What candidates are ranked by: their predicted iteration time, or, for dynamic W fill,
+  // their deployed one (Candidate::deployed_iteration_time_s).
+  RankBy rank_by = RankBy::Predicted;
 };
 
 // Refused: the family does not run (D, v, M) (PyTorch's constraint); the reason says why.
@@ -109,12 +119,21 @@ struct Candidate {
   std::vector<double> simulated_memory;  // per stage, measured by the simulator (evaluated only)
   bool evaluated = false;
   double predicted_iteration_time_s = 0;  // mean over the evaluated iterations
+  // Dynamic W fill only: the mean over the evaluated iterations when each runs the order
+  // the fill executed in the first (sim::fixed_order_schedule). The plan's programs
+  // record that order, so a runtime that executes them (the replay, PyTorch's runtime
+  // with the plan's CSV) runs this; the fill's prediction assumes a runtime that places
+  // W ops as it goes. Equal to the predicted time over one iteration.
+  std::optional<double> deployed_iteration_time_s;
   double throughput_samples_per_s = 0;
   Status status = Status::Pruned;
   std::string reason;
 
   double peak_model_memory() const;
   int peak_stage() const;  // stage with the largest model memory
+  // The iteration time the candidate is ranked by: the deployed one with
+  // RankBy::Deployed where it has one, else the predicted one.
+  double ranked_time_s(RankBy rank_by) const;
   int virtual_stages() const { return spec.virtual_stages; }
   // The plan as users name it: "kfkb k=3 b=1", "1f1b b=4", "zbv b=2".
   std::string label() const { return spec.label(micro_batch_size); }
@@ -129,6 +148,8 @@ struct PlanResult {
   std::vector<Candidate> candidates;
   std::size_t chosen = 0;             // index into candidates
   std::optional<std::size_t> one_f_one_b;  // the evaluated 1f1b baseline, if feasible
+  // The candidate the other --rank-by would choose, when it is another one.
+  std::optional<std::size_t> other_rank_choice;
   // The chosen plan's orders as its devices run them: with dynamic W fill, where the
   // evaluated run put the W ops (its first iteration; the spec still says dynamic).
   sim::Schedule chosen_schedule;

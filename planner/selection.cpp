@@ -1,7 +1,7 @@
 // The choice among make_plan's evaluated candidates, and why each other one lost.
 //
-// The fastest feasible one, ties to less peak memory, then smaller k, then fewer virtual
-// stages (docs/model.md section 11).
+// The fastest feasible one (by its predicted time, or as deployed: --rank-by), ties to
+// less peak memory, then smaller k, then fewer virtual stages (docs/model.md section 11).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -19,11 +19,11 @@ namespace {
 // the tie-breakers (less memory, then smaller k) should decide.
 bool same_time(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)); }
 
-// Selection order: faster, then less peak model memory, then smaller k, then fewer
-// virtual stages.
-bool better(const Candidate& a, const Candidate& b) {
-  if (!same_time(a.predicted_iteration_time_s, b.predicted_iteration_time_s))
-    return a.predicted_iteration_time_s < b.predicted_iteration_time_s;
+// Selection order: faster (by the time `rank_by` names), then less peak model memory,
+// then smaller k, then fewer virtual stages.
+bool better(const Candidate& a, const Candidate& b, RankBy rank_by) {
+  const double ta = a.ranked_time_s(rank_by), tb = b.ranked_time_s(rank_by);
+  if (!same_time(ta, tb)) return ta < tb;
   if (a.peak_model_memory() != b.peak_model_memory()) return a.peak_model_memory() < b.peak_model_memory();
   if (a.k != b.k) return a.k < b.k;
   return a.virtual_stages() < b.virtual_stages();
@@ -31,10 +31,10 @@ bool better(const Candidate& a, const Candidate& b) {
 
 // The best evaluated candidate in selection order (the first of equals); nullopt when
 // none was evaluated.
-std::optional<std::size_t> best_evaluated(const std::vector<Candidate>& cands) {
+std::optional<std::size_t> best_evaluated(const std::vector<Candidate>& cands, RankBy rank_by) {
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < cands.size(); ++i)
-    if (cands[i].evaluated && (!best || better(cands[i], cands[*best]))) best = i;
+    if (cands[i].evaluated && (!best || better(cands[i], cands[*best], rank_by))) best = i;
   return best;
 }
 
@@ -61,21 +61,23 @@ std::optional<std::size_t> evaluated_1f1b(const std::vector<Candidate>& cands) {
 }
 
 // Statuses and reasons of the evaluated candidates, against the chosen one.
-void mark(std::vector<Candidate>& cands, std::size_t chosen) {
+void mark(std::vector<Candidate>& cands, std::size_t chosen, RankBy rank_by) {
   const Candidate& win = cands[chosen];
+  const bool deployed = rank_by == RankBy::Deployed;
+  const double tw = win.ranked_time_s(rank_by);
   for (std::size_t i = 0; i < cands.size(); ++i) {
     Candidate& c = cands[i];
     if (!c.evaluated) continue;
     if (i == chosen) {
       c.status = Status::Chosen;
-      c.reason = "fastest feasible";
+      c.reason = deployed ? "fastest feasible as deployed" : "fastest feasible";
       continue;
     }
     c.status = Status::Lost;
-    c.reason = fmt::format("feasible, {:.4g} s per iteration vs {:.4g} s ({:+.1f}%)", c.predicted_iteration_time_s,
-                           win.predicted_iteration_time_s,
-                           100.0 * (c.predicted_iteration_time_s / win.predicted_iteration_time_s - 1.0));
-    if (same_time(c.predicted_iteration_time_s, win.predicted_iteration_time_s))
+    const double tc = c.ranked_time_s(rank_by);
+    c.reason = fmt::format("feasible, {:.4g} s per iteration{} vs {:.4g} s ({:+.1f}%)", tc,
+                           deployed ? " as deployed" : "", tw, 100.0 * (tc / tw - 1.0));
+    if (same_time(tc, tw))
       c.reason += c.virtual_stages() == win.virtual_stages() ? ", a tie broken by memory, then k"
                                                              : ", a tie broken by memory, then k, then virtual stages";
   }
@@ -84,11 +86,15 @@ void mark(std::vector<Candidate>& cands, std::size_t chosen) {
 }  // namespace
 
 void choose(const PlanContext& cx, PlanResult& result) {
-  const std::optional<std::size_t> chosen = best_evaluated(result.candidates);
+  const RankBy rank_by = cx.options.rank_by;
+  const std::optional<std::size_t> chosen = best_evaluated(result.candidates, rank_by);
   if (!chosen) throw_nothing_fits(cx, result.candidates);
   result.chosen = *chosen;
   result.one_f_one_b = evaluated_1f1b(result.candidates);
-  mark(result.candidates, *chosen);
+  mark(result.candidates, *chosen, rank_by);
+  const RankBy other = rank_by == RankBy::Deployed ? RankBy::Predicted : RankBy::Deployed;
+  const std::optional<std::size_t> alternative = best_evaluated(result.candidates, other);
+  if (alternative != chosen) result.other_rank_choice = alternative;
 }
 
 }  // namespace adagrouper::planner::plan_steps

@@ -107,13 +107,13 @@ void check_plan_keys(const Field& root) {
       {"", "schema, pipeline, stages, pipeline_stages, global_batch_size, memory_limit_bytes, inputs, evaluation, "
            "chosen, candidates, devices, communicators, comm_profile, partition"},
       {"inputs[]", "role, path, sha256"},
-      {"evaluation", "iterations, start_time_s"},
+      {"evaluation", "iterations, start_time_s, rank_by"},
       {"chosen", "schedule, k, virtual_stages, split_backward, w_fill, max_pending_w, micro_batch_size, micro_batches, "
-                 "predicted_iteration_time_s, throughput_samples_per_s, peak_memory_bytes, "
-                 "simulated_peak_memory_bytes, speedup_over_1f1b, status, reason, order"},
+                 "predicted_iteration_time_s, deployed_iteration_time_s, throughput_samples_per_s, "
+                 "peak_memory_bytes, simulated_peak_memory_bytes, speedup_over_1f1b, status, reason, order"},
       {"candidates[]", "schedule, k, virtual_stages, split_backward, w_fill, max_pending_w, micro_batch_size, "
-                       "micro_batches, baseline, predicted_iteration_time_s, throughput_samples_per_s, "
-                       "peak_memory_bytes, simulated_peak_memory_bytes, status, reason"},
+                       "micro_batches, baseline, predicted_iteration_time_s, deployed_iteration_time_s, "
+                       "throughput_samples_per_s, peak_memory_bytes, simulated_peak_memory_bytes, status, reason"},
       {"devices[]", "stage, program"},
       {"devices[].program[]", "op, stream, peer, micro_batch, model_stage, bytes, tag, communicator"},
       {"communicators[]", "id, from, to, carries"},

@@ -133,6 +133,13 @@ std::string schedule_families_help();
 // or a parameter it does not take. Custom specs have no builder: schedule files make them.
 Schedule make_schedule(const ScheduleSpec& spec, int stages, int micro_batches);
 
+// The schedule `spec` names, run in the fixed device orders `order` (its W ops listed)
+// with static W fill: what a runtime runs that executes a recorded order, such as the
+// one dynamic W fill executed in an iteration. Checked as normalize_schedule does (the
+// stages' count too), naming `source`.
+Schedule fixed_order_schedule(ScheduleSpec spec, int stages, int micro_batches, std::vector<std::vector<Op>> order,
+                              const std::string& source);
+
 // The stage each model stage runs on: placement[j] for j < stages x v.
 std::vector<int> place_model_stages(Placement placement, int stages, int virtual_stages);
 

@@ -3,6 +3,8 @@
 // its family and applies placement, split backward and W fill.
 #include <algorithm>
 #include <array>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -165,6 +167,16 @@ Schedule make_schedule(const ScheduleSpec& spec, int S, int M) {
   if (v > 1 || family->placement != Placement::Loop) sch.placement = place_model_stages(family->placement, S, v);
   const bool dynamic = spec.w_fill == WFill::Dynamic;
   if (spec.split_backward || dynamic) split_backwards(sch.stages, spec.split_backward, dynamic);
+  return sch;
+}
+
+Schedule fixed_order_schedule(ScheduleSpec spec, int S, int M, std::vector<std::vector<Op>> order,
+                              const std::string& source) {
+  spec.w_fill = WFill::Static;
+  spec.max_pending_w.reset();
+  Schedule sch = make_schedule(spec, S, M);
+  sch.stages = std::move(order);
+  normalize_schedule(sch, sch.num_model_stages(), M, source);
   return sch;
 }
 

@@ -575,6 +575,8 @@ TEST_F(PlanCli, SimulateRecordedOrderRunsThePlansPrograms) {
     EXPECT_EQ(recorded.at("iteration_times_s"), json::parse(r.out).at("iteration_times_s"));
     EXPECT_EQ(recorded.at("schedule"), "kfkb");
     EXPECT_EQ(recorded.at("k"), doc.at("chosen").at("k"));
+    // The plan's deployed prediction is this run.
+    EXPECT_EQ(recorded.at("mean_iteration_time_s"), doc.at("chosen").at("deployed_iteration_time_s"));
     const double dynamic = doc.at("chosen").at("predicted_iteration_time_s");
     if (net == stepped.string())
       EXPECT_NE(recorded.at("mean_iteration_time_s").get<double>(), dynamic);
@@ -606,6 +608,56 @@ TEST_F(PlanCli, SimulateRecordedOrderRunsThePlansPrograms) {
     }
   std::ofstream(bad) << edited.dump();
   expect_bad("simulate --plan '" + bad.string() + "' --recorded-order", {bad.string() + ": devices", "F0"});
+}
+
+// Every dynamic candidate carries its deployed time (over one iteration the fill's own);
+// --rank-by deployed chooses by it, and each ranking names the other's choice.
+TEST_F(PlanCli, RankByDeployedRanksDynamicFillByTheOrderItsProgramsFix) {
+  const fs::path stepped = tmp_.path() / "stepped.json", plan = tmp_.path() / "planned.json";
+  std::ofstream(stepped) << R"({"latency_s": 0, "default": {"points": [[0, 1.0], [20, 0.25]], "repeat_s": 40}})";
+  const std::string base = fmt::format("plan --pipeline {} --network '{}' --devices 4 --memory-limit 1e12 ", kToy8,
+                                       stepped.string());
+  std::map<std::string, json> docs;
+  for (const std::string rank_by : {"predicted", "deployed"})
+    for (const int n : {1, 4}) {
+      const std::string args = fmt::format("{}--iterations {} --rank-by {} --json", base, n, rank_by);
+      SCOPED_TRACE(args);
+      const Outcome r = run(args);
+      ASSERT_EQ(r.rc, 0) << r.err;
+      const json doc = json::parse(r.out);
+      EXPECT_EQ(doc.at("evaluation").at("rank_by"), rank_by);
+      double best = 1e300;
+      for (const json& c : doc.at("candidates")) {
+        if (c.at("predicted_iteration_time_s").is_null()) continue;
+        const bool dynamic = c.at("w_fill") == "dynamic";
+        ASSERT_EQ(c.contains("deployed_iteration_time_s"), dynamic) << c.dump();
+        if (dynamic && n == 1) {
+          EXPECT_EQ(c.at("deployed_iteration_time_s"), c.at("predicted_iteration_time_s"));
+        }
+        const json& t = dynamic && rank_by == "deployed" ? c.at("deployed_iteration_time_s")
+                                                         : c.at("predicted_iteration_time_s");
+        best = std::min(best, t.get<double>());
+      }
+      const json& chosen = doc.at("chosen");
+      const json& t = rank_by == "deployed" ? chosen.at("deployed_iteration_time_s")
+                                            : chosen.at("predicted_iteration_time_s");
+      EXPECT_EQ(t.get<double>(), best);
+      docs[fmt::format("{} {}", rank_by, n)] = doc;
+    }
+  // Over one iteration the rankings agree; over four on the stepped link they do not.
+  EXPECT_EQ(docs["predicted 1"].at("chosen").at("order"), docs["deployed 1"].at("chosen").at("order"));
+  EXPECT_EQ(docs["deployed 1"].at("chosen").at("reason"), "fastest feasible as deployed");
+  EXPECT_NE(docs["predicted 4"].at("chosen").at("k"), docs["deployed 4"].at("chosen").at("k"));
+  Outcome r = run(base + "--iterations 4");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("a runtime that executes them runs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--rank-by deployed would choose"), std::string::npos) << r.out;
+  // The deployed choice's own programs run what it was ranked by.
+  ASSERT_EQ(run(base + "--iterations 4 --rank-by deployed --output '" + plan.string() + "'").rc, 0);
+  r = run("simulate --plan '" + plan.string() + "' --recorded-order --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("mean_iteration_time_s"), docs["deployed 4"].at("chosen").at("deployed_iteration_time_s"));
+  expect_bad(base + "--rank-by fastest", {"--rank-by", "predicted or deployed", "fastest"});
 }
 
 TEST_F(PlanCli, FamiliesWithBadCombinationsAreOneLineErrors) {

@@ -31,7 +31,7 @@ namespace {
 constexpr const char* kPlanHelp = R"(Usage: adagrouper plan --pipeline P --network N [--memory-limit BYTES] [--devices D]
        adagrouper plan --model M --stages S|auto --network N [--pipeline-output FILE] ...
                        [--global-batch-size B] [--iterations n] [--start-time T]
-                       [--families LIST] [--virtual-stages LIST]
+                       [--families LIST] [--virtual-stages LIST] [--rank-by predicted|deployed]
                        [--comm-profile [FROM-TO=]FILE ... [--window N]]
                        [--output FILE] [--json] [--torch-csv FILE]
 
@@ -66,6 +66,16 @@ device the program: compute ops with their model stage, and sends and recvs on t
 own streams with peer, bytes, tag and communicator (one per ordered pair of devices).
 --torch-csv writes the chosen order as PyTorch's compute-only schedule CSV (with
 dynamic W fill, where the evaluated run put the W ops).
+
+Dynamic W fill, deployed: the fill's prediction assumes a runtime that places each W op
+as it goes. The plan's programs and CSV fix the W ops where the first evaluated
+iteration put them, and a runtime that executes them (calibration replay, PyTorch's
+_PipelineScheduleRuntime) runs that order in every iteration: with --iterations n > 1
+on a changing network it can be slower. Each dynamic candidate therefore also gets
+deployed_iteration_time_s, that order simulated over the same iterations (`simulate
+--plan PLAN --recorded-order` reproduces the chosen one's). --rank-by deployed ranks
+candidates by it, for plans that such a runtime will execute; the default, predicted,
+ranks by the fill's own prediction.
 
 From a model: --model M.json (a layer-level model file, `adagrouper model`) with
 --stages S first partitions the layers into S stages (`adagrouper partition`, cut with
@@ -212,6 +222,7 @@ void family_settings(const po::variables_map& vm, planner::PlanOptions& options)
   if (vm.count("virtual-stages"))
     options.virtual_stages = planner::parse_virtual_stages(vm["virtual-stages"].as<std::string>());
   if (vm.count("devices")) options.devices = vm["devices"].as<int>();
+  options.rank_by = planner::parse_rank_by(vm["rank-by"].as<std::string>());
 }
 
 // Most samples --window may average (as `adapt --window`).
@@ -279,6 +290,9 @@ po::options_description plan_options() {
     ("virtual-stages", po::value<std::string>()->value_name("LIST"),
        "model stages per device considered, comma-separated (default: every divisor of J / D; with --model, 1,2 "
        "when families are considered, else 1)")
+    ("rank-by", po::value<std::string>()->default_value("predicted")->value_name("WHAT"),
+       "rank candidates by their predicted iteration time (predicted), or dynamic W fill's by the order its "
+       "programs fix (deployed: deployed_iteration_time_s)")
     ("global-batch-size", po::value<int>()->value_name("B"),
        "global batch size (default: the pipeline's global_batch_size)")
     ("iterations", po::value<int>()->default_value(1)->value_name("n"),

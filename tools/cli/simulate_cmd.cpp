@@ -5,6 +5,8 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -229,21 +231,13 @@ Schedule recorded_schedule(const PlannedRun& run, int M, const std::string& plan
     throw InputError(fmt::format("--recorded-order: {} holds no device programs for this candidate (a plan records "
                                  "its chosen candidate's only, in devices); drop --candidate, or --recorded-order",
                                  plan_path));
-  ScheduleSpec spec = run.spec;
-  spec.w_fill = WFill::Static;
-  spec.max_pending_w.reset();
-  Schedule schedule = make_schedule(spec, run.stages, M);
-  const auto programs =
-      planner::read_device_programs(root.at("devices"), run.stages, schedule.num_model_stages());
-  for (const planner::DeviceProgram& program : programs) {
-    auto& order = schedule.stages[static_cast<std::size_t>(program.stage)];
-    order.clear();
+  const int model_stages = run.stages * run.spec.virtual_stages;
+  std::vector<std::vector<Op>> order(static_cast<std::size_t>(run.stages));
+  for (const planner::DeviceProgram& program : planner::read_device_programs(root.at("devices"), run.stages, model_stages))
     for (const planner::ProgramEntry& e : program.entries)
-      if (const auto op = planner::compute_op(e)) order.push_back(*op);
-  }
+      if (const auto op = planner::compute_op(e)) order[static_cast<std::size_t>(program.stage)].push_back(*op);
   source = plan_path + ": devices";
-  normalize_schedule(schedule, schedule.num_model_stages(), M, source);
-  return schedule;
+  return fixed_order_schedule(run.spec, run.stages, M, std::move(order), source);
 }
 
 // The run the options describe; `schedule_source` is the --schedule-file, or the plan

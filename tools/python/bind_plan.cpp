@@ -94,8 +94,9 @@ accepted too).
 devices: D devices for the pipeline's J model stages (J a multiple of D), with every
 schedule family considered; families: a comma-separated list of them ("all",
 "kfkb-dynamic", "interleaved-1f1b", "zbv", ...); virtual_stages: the v to consider, as
-"1,2" (docs/model.md section 11). text=True returns (plan, table), the table the
-command line prints.
+"1,2" (docs/model.md section 11). rank_by: "predicted" (default) or "deployed", as
+`plan --rank-by` (dynamic W fill ranked by the order its programs fix). text=True
+returns (plan, table), the table the command line prints.
 
 Raises InputError when nothing fits the memory limit, naming the smallest need.)";
 
@@ -107,7 +108,8 @@ void bind_plan(py::module_& m) {
       [](py::object pipeline, py::object network, std::optional<double> memory_limit,
          std::optional<int> global_batch_size, std::optional<int> iterations, std::optional<double> start_time,
          std::optional<int> devices, std::optional<std::string> families, std::optional<std::string> virtual_stages,
-         bool text, std::optional<int> eval_iterations, std::optional<double> eval_start) -> py::object {
+         std::string rank_by, bool text, std::optional<int> eval_iterations,
+         std::optional<double> eval_start) -> py::object {
         const auto p = pipeline_arg(pipeline);
         const auto n = network_arg(network);
         const std::vector<planner::InputFile> inputs{input_record("pipeline", pipeline, p->source),
@@ -117,6 +119,7 @@ void bind_plan(py::module_& m) {
                          either(iterations, eval_iterations, "iterations", "eval_iterations", 1),
                          either(start_time, eval_start, "start_time", "eval_start", 0.0));
         family_options(*p, devices, families, virtual_stages, options);
+        options.rank_by = planner::parse_rank_by(rank_by);
         nlohmann::ordered_json doc;
         std::string table;
         {
@@ -132,7 +135,7 @@ void bind_plan(py::module_& m) {
       kPlanDoc, py::arg("pipeline"), py::arg("network"), py::kw_only(), py::arg("memory_limit") = py::none(),
       py::arg("global_batch_size") = py::none(), py::arg("iterations") = py::none(), py::arg("start_time") = py::none(),
       py::arg("devices") = py::none(), py::arg("families") = py::none(), py::arg("virtual_stages") = py::none(),
-      py::arg("text") = false, py::arg("eval_iterations") = py::none(), py::arg("eval_start") = py::none());
+      py::arg("rank_by") = "predicted", py::arg("text") = false, py::arg("eval_iterations") = py::none(), py::arg("eval_start") = py::none());
 }
 
 }  // namespace adagrouper::python

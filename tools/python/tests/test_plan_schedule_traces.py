@@ -49,6 +49,21 @@ class Plan(unittest.TestCase):
             self.assertEqual(str(raised.exception), cli_error("plan", "--pipeline", toy8, "--network", TOY_NET_2S,
                                                               "--memory-limit", 1e12, *args))
 
+    def test_rank_by_deployed(self):
+        toy8 = os.path.join(ROOT, "configs", "examples", "toy-8.json")
+        stepped = os.path.join(ROOT, "configs", "examples", "toy-net-stepped.json")
+        plan = ag.plan(toy8, stepped, memory_limit=1e12, devices=4, families="kfkb-dynamic", iterations=4,
+                       rank_by="deployed")
+        self.assertEqual(plan, cli_json("plan", "--pipeline", toy8, "--network", stepped, "--memory-limit", 1e12,
+                                        "--devices", 4, "--families", "kfkb-dynamic", "--iterations", 4,
+                                        "--rank-by", "deployed", "--json"))
+        self.assertEqual(plan["evaluation"]["rank_by"], "deployed")
+        self.assertIn("deployed_iteration_time_s", plan["chosen"])
+        with self.assertRaises(ag.InputError) as raised:
+            ag.plan(toy8, stepped, memory_limit=1e12, rank_by="fastest")
+        self.assertEqual(str(raised.exception), cli_error("plan", "--pipeline", toy8, "--network", stepped,
+                                                          "--memory-limit", 1e12, "--rank-by", "fastest"))
+
     def test_nothing_fits(self):
         with self.assertRaises(ag.InputError) as raised:
             ag.plan(GPT, PREEMPTED, memory_limit=1e9)
