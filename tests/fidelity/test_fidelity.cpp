@@ -968,6 +968,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--random-scenarios 2 --repeats 0", "--repeats: a positive integer"},
            {"--random-scenarios 2 --pipeline configs/fidelity/pipeline-2.json", "draws the pipeline and the trace"},
            {"--shaper foo", "--shaper: tbf or htb"},
+           {"--rank-by fastest", "--rank-by: predicted or deployed, got 'fastest'"},
            {"--bucket foo", "--bucket: per-rate, fixed or lowest"},
            {"--bucket fixed --shaper htb", "--bucket fixed: tbf only"},
            {"--bucket lowest --shaper htb", "--bucket lowest: tbf only"},

@@ -51,6 +51,9 @@
 #                      neighbouring stages (zbv, dualpipev, kfkb-dynamic): the chain
 #                      links neighbours only, and an interleaved schedule at v = 2 sends
 #                      from the last stage to the first
+#   --rank-by R        predicted (default) or deployed: how the plan ranks candidates
+#                      with dynamic W fill (adagrouper plan --rank-by); deployed ranks
+#                      them by the order their programs fix, which the replay runs
 #   --memory-limit B   plan's memory limit per stage in bytes (default: the pipeline's;
 #                      with --families and the default pipeline 8e9, two model stages of
 #                      pipeline-4 on each stage)
@@ -184,7 +187,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 shaper=tbf acks=free bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
-families="" memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
+families="" rank_by=predicted memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
   echo "fidelity.sh: $*" >&2
@@ -260,7 +263,7 @@ run_random_scenarios() {
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --calib-compute "$calib_compute" --queue "$queue_kind" \
         --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
-        --tcp-idle-restart "$tcp_idle" \
+        --tcp-idle-restart "$tcp_idle" --rank-by "$rank_by" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
@@ -322,6 +325,7 @@ while [ $# -gt 0 ]; do
     --pipeline) pipeline=${2:-}; shift 2 ;;
     --families) families=${2:-}; shift 2 ;;
     --memory-limit) memory_limit=${2:-}; shift 2 ;;
+    --rank-by) rank_by=${2:-}; shift 2 ;;
     --random-scenarios) random_n=${2:-}; shift 2 ;;
     --seed) seed=${2:-}; shift 2 ;;
     --repeats) repeats=${2:-}; shift 2 ;;
@@ -357,6 +361,7 @@ fi
 [[ "$rate" =~ ^[0-9]+(bit|kbit|mbit|gbit)$ ]] || die "--rate: a tc rate like 200mbit, got '$rate'"
 case "$scenario" in constant | preempted | both) ;; *) die "--scenario: constant, preempted or both" ;; esac
 case "$streams" in plan | channel) ;; *) die "--streams: plan or channel" ;; esac
+case "$rank_by" in predicted | deployed) ;; *) die "--rank-by: predicted or deployed, got '$rank_by'" ;; esac
 case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esac
 case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
 case "$acks" in free | shaped) ;; *) die "--acks: free or shaped, got '$acks'" ;; esac
@@ -928,7 +933,7 @@ run_scenario() {
   [ -z "$memory_limit" ] || plan_args+=(--memory-limit "$memory_limit")
   [ -z "$families" ] || plan_args+=(--devices "$ranks" --families "$families")
   "$adagrouper" plan --pipeline "$sim_pipeline" --network "$dir/net-plan.json" --iterations "$eval_it" \
-    "${plan_args[@]}" --output "$dir/plan.json" >"$dir/plan.txt"
+    "${plan_args[@]}" --rank-by "$rank_by" --output "$dir/plan.json" >"$dir/plan.txt"
   # The evaluated candidates: the chosen one, then the others by predicted time; with
   # --families the chosen one and the fastest of each family listed.
   local picks
