@@ -71,8 +71,9 @@ struct ReplayPlanOptions {
 
 // Reads the plan. The chosen candidate's programs are the plan's `devices`, checked
 // with planner::validate_programs; another candidate's are made by the planner's own
-// device_programs from its schedule, k and b. Throws InputError naming the file and
-// the field.
+// device_programs from its schedule, k and b (with dynamic W fill, from the order the
+// fill executed in the first iteration of the plan's evaluation, on the plan's network
+// input: planner::deployed_schedule). Throws InputError naming the file and the field.
 ReplayPlan load_replay_plan(const std::string& plan_path, const ReplayPlanOptions& options);
 
 // One device's program from the plan (planner::DeviceProgram), indexed for the replay:

@@ -1,6 +1,7 @@
 // The replay's plan (calib/replay.h): one candidate of a plan file, its programs indexed.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iterator>
 #include <limits>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "partition.h"
 #include "pipeline.h"
 #include "replay.h"
+#include "traces.h"
 
 namespace adagrouper::calib {
 
@@ -75,16 +77,11 @@ void read_candidate(const Field& root, const Field& pick, ReplayPlan& plan) {
   if (pick.has("predicted_iteration_time_s") && !pick.at("predicted_iteration_time_s").json().is_null())
     plan.predicted_iteration_time_s = pick.at("predicted_iteration_time_s").positive();
   plan.chosen = sim::is_chosen_candidate(root, pick);
-  // Dynamic W fill places W where the simulated run had time for them: the plan records
-  // that order for its chosen candidate only.
-  if (!plan.chosen && plan.spec.w_fill == sim::WFill::Dynamic)
-    pick.at("w_fill").fail("dynamic: the order of W ops is the simulated run's, which the plan records for its "
-                           "chosen candidate only; replay the chosen one, or plan with --families to choose this one");
 }
 
 // Durations and bytes at b, per model stage, from the pipeline the plan was made from,
-// merged to the candidate's model stages when it has more.
-void read_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
+// merged to the candidate's model stages when it has more; returns that pipeline.
+sim::Pipeline read_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
   sim::Pipeline pipeline = planned_pipeline(root, options, plan);
   const int wanted = plan.stages * plan.spec.virtual_stages;
   if (pipeline.num_stages() < wanted || pipeline.num_stages() % wanted != 0)
@@ -96,16 +93,37 @@ void read_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPl
   plan.pipeline = pipeline.name;
   pipeline.global_batch_size = plan.global_batch_size;  // the plan may have overridden B
   plan.params = pipeline.at(plan.micro_batch_size, fmt::format("{}: micro_batch_size", plan.source));
+  return pipeline;
+}
+
+// What the plan would record for a candidate it did not choose: its schedule, or with
+// dynamic W fill the order of the first iteration of the plan's evaluation (on the
+// plan's network input, its iterations and start), as planner::deployed_schedule makes it.
+sim::Schedule deployed_order(const ReplayPlanOptions& options, const ReplayPlan& plan, const sim::Pipeline& pipeline,
+                             sim::Schedule schedule) {
+  if (schedule.spec.w_fill != sim::WFill::Dynamic) return schedule;
+  const sim::PlannedRun run = sim::load_planned_run(plan.source, options.candidate);
+  if (run.network_path.empty() || !std::filesystem::exists(run.network_path))
+    throw InputError(fmt::format("{}: inputs: the network {} is not there (from here or beside the plan); the order "
+                                 "of this candidate's W ops (dynamic W fill) is made on it: run from where the plan "
+                                 "was made, or replay the chosen candidate",
+                                 plan.source, run.network_path.empty() ? "input" : run.network_path));
+  sim::Network network = sim::load_network_spec(run.network_path, traces::TraceRates()).bind(plan.stages);
+  sim::Scenario evaluation =
+      sim::make_scenario(pipeline, std::move(network), std::move(schedule), plan.micro_batch_size, run.iterations);
+  evaluation.start_time_s = run.start_time_s;
+  return planner::deployed_schedule(evaluation);
 }
 
 // The candidate's schedule: where its model stages run, the channels between them, and
 // its programs. The chosen candidate's programs are the plan's `devices`; another's,
-// the planner's own.
-void read_programs(const Field& root, ReplayPlan& plan) {
-  const sim::Schedule schedule = sim::make_schedule(plan.spec, plan.stages, plan.micro_batches);
+// the planner's own from the order the plan would record for it.
+void read_programs(const Field& root, const ReplayPlanOptions& options, const sim::Pipeline& pipeline,
+                   ReplayPlan& plan) {
+  sim::Schedule schedule = sim::make_schedule(plan.spec, plan.stages, plan.micro_batches);
   place_model_stages(plan, schedule);
   if (!plan.chosen) {
-    plan.programs = planner::device_programs(schedule, plan.params);
+    plan.programs = planner::device_programs(deployed_order(options, plan, pipeline, std::move(schedule)), plan.params);
     return;
   }
   const Field devices = root.at("devices");
@@ -149,8 +167,8 @@ ReplayPlan load_replay_plan(const std::string& plan_path, const ReplayPlanOption
   if (root.has("memory_limit_bytes") && !root.at("memory_limit_bytes").json().is_null())
     plan.memory_limit_bytes = root.at("memory_limit_bytes").positive();
   read_candidate(root, pick_candidate(root, options), plan);
-  read_pipeline(root, options, plan);
-  read_programs(root, plan);
+  const sim::Pipeline pipeline = read_pipeline(root, options, plan);
+  read_programs(root, options, pipeline, plan);
   for (int s = 0; s < plan.stages; ++s) index_program(plan, s);  // every entry in its place
   return plan;
 }

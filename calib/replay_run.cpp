@@ -65,8 +65,9 @@ Inputs: the plan JSON (docs/formats.md "Plan JSON"); the pipeline file it names 
 candidate runs fewer model stages (`plan --devices`). Without --candidate the chosen
 plan's own `devices` programs run; --candidate I replays candidate I of the plan, with
 the programs the planner makes for its schedule, k, virtual stages and micro-batch size
-(a candidate with dynamic W fill only when it is the chosen one: the plan records the
-order of its W ops for that one alone).
+(with dynamic W fill, from the order the fill executed in the first iteration of the
+plan's evaluation, on the plan's network input: what the plan would record were that
+candidate chosen).
 Outputs (rank 0; docs/formats.md "Measured files"): --output the summary JSON,
 --timeline the Perfetto JSON, --stage-trace the measured op durations as a stage
 timing trace (`simulate --stage-trace`), --raw one JSON line per executed op.

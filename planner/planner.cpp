@@ -61,6 +61,10 @@ bool fits(const PlanContext& cx, const Candidate& c) {
 
 namespace {
 
+sim::Schedule fixed_first_order(const sim::ScheduleSpec& spec, int D, int M, std::vector<std::vector<sim::Op>> order) {
+  return sim::fixed_order_schedule(spec, D, M, std::move(order), "the order dynamic W fill executed");
+}
+
 sim::SimResult simulate_schedule(const PlanContext& cx, const Candidate& c, sim::Schedule schedule,
                                  const sim::SimOptions& options) {
   sim::Scenario sc = sim::make_scenario(cx.pipeline_for(c.virtual_stages()), cx.network, std::move(schedule),
@@ -84,8 +88,7 @@ void evaluate(const PlanContext& cx, Candidate& c) {
   c.simulated_memory.clear();
   for (const auto& st : r.stages) c.simulated_memory.push_back(st.peak_memory_bytes);
   if (!dynamic) return;
-  sim::Schedule deployed = sim::fixed_order_schedule(c.spec, cx.devices, c.micro_batches,
-                                                     std::move(r.executed.front()), "the dynamic W fill's order");
+  sim::Schedule deployed = fixed_first_order(c.spec, cx.devices, c.micro_batches, std::move(r.executed.front()));
   c.deployed_iteration_time_s = simulate_schedule(cx, c, std::move(deployed), {}).mean_iteration_time_s();
 }
 
@@ -166,6 +169,13 @@ sim::Schedule chosen_orders(const plan_steps::PlanContext& cx, const Candidate& 
 }
 
 }  // namespace
+
+sim::Schedule deployed_schedule(const sim::Scenario& evaluation) {
+  const sim::Schedule& sch = evaluation.schedule;
+  if (sch.spec.w_fill != sim::WFill::Dynamic) return sch;
+  sim::SimResult r = sim::simulate(evaluation, {.record_order = true});
+  return plan_steps::fixed_first_order(sch.spec, sch.num_stages(), evaluation.micro_batches(), std::move(r.executed.front()));
+}
 
 PlanResult make_plan(const sim::Pipeline& pipeline, const sim::Network& network, const PlanOptions& options) {
   check_options(pipeline, options);

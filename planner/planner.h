@@ -164,6 +164,13 @@ struct PlanResult {
 // network of another number of stages).
 PlanResult make_plan(const sim::Pipeline& pipeline, const sim::Network& network, const PlanOptions& options);
 
+// What a candidate deploys: for dynamic W fill, the order the fill executed in the first
+// iteration of `evaluation` (a scenario of the candidate's schedule: the plan's
+// evaluation), as a static order (sim::fixed_order_schedule), which is what the plan's
+// programs record for it when it is chosen and what deployed_iteration_time_s runs;
+// any other schedule, itself.
+sim::Schedule deployed_schedule(const sim::Scenario& evaluation);
+
 // --- device programs ------------------------------------------------------------
 
 struct ProgramEntry {

@@ -479,19 +479,21 @@ TEST(ReplayPlan, PlanFromAModelNeedsNoPipelineFile) {
 
 // A plan across families on 2 devices (4 model stages): candidates with virtual stages
 // and a split backward load with their model stages placed and the pipeline merged as
-// the planner merged it; one with dynamic W fill that was not chosen, or one its family
-// refused, is one line of bad input.
+// the planner merged it; one with dynamic W fill that was not chosen runs the order the
+// fill executed in the plan's evaluation (what `simulate --recorded-order` runs for it);
+// one its family refused is one line of bad input.
 TEST(ReplayPlan, FamiliesWithModelStages) {
   TempDir tmp;
   const auto plan_path = tmp.path() / "plan.json";
   const auto r = clirunner::run_adagrouper(
-      "plan --pipeline configs/fidelity/pipeline-4.json --network configs/fidelity/net-200mbit.json --devices 2 "
-      "--families all --memory-limit 8e9 --output " + plan_path.string(),
+      fmt::format("plan --pipeline configs/fidelity/pipeline-4.json --network {}/configs/fidelity/net-200mbit.json "
+                  "--devices 2 --families all --memory-limit 8e9 --output {}",
+                  SOURCE_ROOT, plan_path.string()),
       tmp.path());
   ASSERT_EQ(r.rc, 0) << r.err;
   const json doc = json::parse(clirunner::slurp(plan_path));
   const std::string pipe = std::string(SOURCE_ROOT) + "/configs/fidelity/pipeline-4.json";
-  int seen_v2 = 0, seen_split = 0, refused = 0;
+  int seen_v2 = 0, seen_split = 0, refused = 0, dynamic_others = 0;
   for (std::size_t i = 0; i < doc["candidates"].size(); ++i) {
     SCOPED_TRACE(i);
     const json& c = doc["candidates"][i];
@@ -501,11 +503,21 @@ TEST(ReplayPlan, FamiliesWithModelStages) {
       ++refused;
       continue;
     }
-    if (c["w_fill"] == "dynamic" && c["status"] != "chosen") {
-      EXPECT_THAT(testutil::input_error(load), HasSubstr("w_fill: dynamic"));
-      continue;
-    }
     const calib::ReplayPlan p = load();
+    if (c["w_fill"] == "dynamic" && c["status"] != "chosen" && ++dynamic_others == 1) {
+      const auto csv = tmp.path() / "deployed.csv";
+      const auto sim_run = clirunner::run_adagrouper(
+          fmt::format("simulate --plan {} --candidate {} --recorded-order --pipeline {} --export-schedule {}",
+                      plan_path.string(), i, pipe, csv.string()),
+          tmp.path());
+      ASSERT_EQ(sim_run.rc, 0) << sim_run.err;
+      const sim::Schedule deployed = sim::load_torch_csv(csv, p.model_stages(), c["micro_batches"].get<int>());
+      for (int s = 0; s < 2; ++s) {
+        std::vector<sim::Op> replayed;
+        for (const auto& op : calib::index_program(p, s).compute) replayed.push_back(op.op);
+        EXPECT_EQ(replayed, deployed.stages[static_cast<std::size_t>(s)]) << s;
+      }
+    }
     const int v = c["virtual_stages"];
     ASSERT_EQ(p.model_stages(), 2 * v);
     EXPECT_EQ(p.spec.virtual_stages, v);
@@ -525,6 +537,20 @@ TEST(ReplayPlan, FamiliesWithModelStages) {
   }
   EXPECT_GT(seen_v2, 0);
   EXPECT_GT(seen_split, 0);
+  EXPECT_GT(dynamic_others, 0);
+  // Without the plan's network, a dynamic candidate it did not choose has no order.
+  json moved = doc;
+  std::size_t dynamic_other = 0;
+  while (moved["candidates"][dynamic_other]["w_fill"] != "dynamic" ||
+         moved["candidates"][dynamic_other]["status"] == "chosen")
+    ++dynamic_other;
+  for (auto& in : moved["inputs"])
+    if (in["role"] == "network") in["path"] = "gone/net.json";
+  const auto moved_path = tmp.write("moved.json", moved);
+  EXPECT_THAT(testutil::input_error([&] {
+                calib::load_replay_plan(moved_path.string(), {pipe, static_cast<int>(dynamic_other)});
+              }),
+              HasSubstr("inputs: the network gone/net.json is not there"));
   // The chosen candidate replays from the plan's own programs.
   EXPECT_TRUE(calib::load_replay_plan(plan_path.string(), {pipe, std::nullopt}).chosen);
   // A pipeline with fewer model stages than the candidate runs is refused.

@@ -145,9 +145,10 @@ void add_simulate_options(po::options_description& o) {
        "plan where their relative paths do not exist from here)")
     ("candidate", po::value<int>()->value_name("I"), "with --plan: its candidates[I] instead of the chosen one")
     ("recorded-order", po::bool_switch(),
-       "with --plan: run the compute order of the plan's device programs (its chosen candidate's) in every "
-       "iteration, as a runtime that executes them does; with dynamic W fill the W ops stay where the "
-       "planner's evaluated run put them, instead of filling each iteration's idle time anew");
+       "with --plan: run the compute order of the candidate's device programs in every iteration, as a "
+       "runtime that executes them does (the chosen one's are the plan's devices; another's those it would "
+       "hold): with dynamic W fill the W ops stay where the first iteration of the plan's evaluation put "
+       "them, instead of filling each iteration's idle time anew (the plan's deployed_iteration_time_s)");
   // clang-format on
   add_schedule_options(o);
 }
@@ -221,42 +222,48 @@ void fit_to_plan(Pipeline& pipeline, const PlannedRun& run) {
   }
 }
 
-// `simulate --plan FILE --recorded-order`: the planned run's schedule with the order of
-// the plan's device programs, a static order (its W ops where the programs put them).
-// `source` names it for the checks of a custom order.
-Schedule recorded_schedule(const PlannedRun& run, int M, const std::string& plan_path, std::string& source) {
+// `simulate --plan FILE --recorded-order`: what a runtime that executes the candidate's
+// programs runs, a static order. The chosen candidate's are the plan's `devices` (`source`
+// names them for the checks of a custom order); another's are those the plan would hold
+// were it chosen: its own order, or with dynamic W fill the order of the first iteration
+// of its `evaluation` (planner::deployed_schedule).
+Schedule recorded_schedule(const PlannedRun& run, const Scenario& evaluation, const std::string& plan_path,
+                           std::string& source) {
+  if (!run.chosen) return planner::deployed_schedule(evaluation);
   const nlohmann::json doc = read_json_file(plan_path);
   const Field root(doc, plan_path);
-  if (!run.chosen || !root.has("devices"))
-    throw InputError(fmt::format("--recorded-order: {} holds no device programs for this candidate (a plan records "
-                                 "its chosen candidate's only, in devices); drop --candidate, or --recorded-order",
-                                 plan_path));
+  if (!root.has("devices"))
+    throw InputError(fmt::format("--recorded-order: {} holds no device programs (devices)", plan_path));
   const int model_stages = run.stages * run.spec.virtual_stages;
   std::vector<std::vector<Op>> order(static_cast<std::size_t>(run.stages));
   for (const planner::DeviceProgram& program : planner::read_device_programs(root.at("devices"), run.stages, model_stages))
     for (const planner::ProgramEntry& e : program.entries)
       if (const auto op = planner::compute_op(e)) order[static_cast<std::size_t>(program.stage)].push_back(*op);
   source = plan_path + ": devices";
-  return fixed_order_schedule(run.spec, run.stages, M, std::move(order), source);
+  return fixed_order_schedule(run.spec, run.stages, evaluation.micro_batches(), std::move(order), source);
 }
 
 // The run the options describe; `schedule_source` is the --schedule-file, or the plan
-// whose recorded order runs, if one is given. The network is bound to the schedule's stages.
+// whose recorded programs run, if one is given. The network is bound to the schedule's stages.
 Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, const NetworkSpec& network, int b,
                          int iterations, const std::optional<PlannedRun>& planned, std::string& schedule_source) {
   const int M = pipeline.global_batch_size / b;
-  Schedule schedule = !planned ? schedule_option(vm, pipeline, M, schedule_source)
-                      : vm["recorded-order"].as<bool>()
-                          ? recorded_schedule(*planned, M, vm["plan"].as<std::string>(), schedule_source)
-                          : make_schedule(planned->spec, planned->stages, M);
+  Schedule schedule = planned ? make_schedule(planned->spec, planned->stages, M)
+                              : schedule_option(vm, pipeline, M, schedule_source);
   Network bound = network.bind(schedule.num_stages());
   Scenario scenario = make_scenario(pipeline, std::move(bound), std::move(schedule), b, iterations);
   scenario.start_time_s = time_option(vm, "start-time");
-  if (planned && vm["start-time"].defaulted()) {
+  if (planned) {
     if (!(planned->start_time_s <= kMaxAbsoluteTime))
       throw InputError(fmt::format("--plan: evaluation.start_time_s {} is past the latest start time {:.0f} s",
                                    planned->start_time_s, kMaxAbsoluteTime));
-    scenario.start_time_s = planned->start_time_s;
+    if (vm["start-time"].defaulted()) scenario.start_time_s = planned->start_time_s;
+    if (vm["recorded-order"].as<bool>()) {
+      Scenario evaluation = scenario;  // the plan's, whatever --iterations and --start-time say
+      evaluation.iterations = planned->iterations;
+      evaluation.start_time_s = planned->start_time_s;
+      scenario.schedule = recorded_schedule(*planned, evaluation, vm["plan"].as<std::string>(), schedule_source);
+    }
   }
   if (vm.count("stage-trace")) {
     const std::string path = vm["stage-trace"].as<std::string>();

@@ -46,7 +46,8 @@
 #   --families LIST    plan across schedule families too (adagrouper plan --devices N
 #                      --families LIST, N the ranks) and replay the chosen candidate and
 #                      the fastest of each family in LIST at each of its virtual stage
-#                      counts (static W fill; those that lost too). On 3 or 4
+#                      counts (static W fill; those that lost too; for kfkb-dynamic,
+#                      the fastest by each --rank-by, after the others). On 3 or 4
 #                      ranks only families whose model stages follow each other on
 #                      neighbouring stages (zbv, dualpipev, kfkb-dynamic): the chain
 #                      links neighbours only, and an interleaved schedule at v = 2 sends
@@ -953,6 +954,14 @@ if families:
                     and cands[i].get("virtual_stages", 1) == v]
             if same and min(same)[1] not in picked:
                 picked.append(min(same)[1])
+    # kfkb-dynamic: the fastest dynamic candidate by each ranking (--rank-by), after the
+    # families: the fill's own prediction, and the order its programs would fix.
+    if "kfkb-dynamic" in families:
+        dyn = [i for _, _, i in ev if cands[i].get("w_fill") == "dynamic"]
+        for key in ("predicted_iteration_time_s", "deployed_iteration_time_s"):
+            best = min(dyn, key=lambda i: (cands[i].get(key, cands[i]["predicted_iteration_time_s"]), i), default=None)
+            if best is not None and best not in picked:
+                picked.append(best)
     ev = [(0, 0, i) for i in picked]
 print(" ".join(str(i) for _, _, i in (ev[:k] if k > 0 else ev)))
 EOF
