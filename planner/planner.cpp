@@ -88,6 +88,12 @@ void evaluate(const PlanContext& cx, Candidate& c) {
   c.simulated_memory.clear();
   for (const auto& st : r.stages) c.simulated_memory.push_back(st.peak_memory_bytes);
   if (!dynamic) return;
+  // Where every iteration ran the first one's order, the fixed order is the same run.
+  const auto& runs = r.executed;
+  if (std::all_of(runs.begin() + 1, runs.end(), [&](const auto& order) { return order == runs.front(); })) {
+    c.deployed_iteration_time_s = c.predicted_iteration_time_s;
+    return;
+  }
   sim::Schedule deployed = fixed_first_order(c.spec, cx.devices, c.micro_batches, std::move(r.executed.front()));
   c.deployed_iteration_time_s = simulate_schedule(cx, c, std::move(deployed), {}).mean_iteration_time_s();
 }
