@@ -178,7 +178,8 @@ std::string deployed_text(const PlanResult& plan) {
   const Candidate& win = plan.candidates[plan.chosen];
   const bool by_deployed = plan.options.rank_by == RankBy::Deployed;
   std::string out;
-  if (win.deployed_iteration_time_s)
+  // Over one iteration the fixed order is the fill's own run: nothing to say.
+  if (win.deployed_iteration_time_s && plan.options.eval_iterations > 1)
     out += fmt::format("Its programs fix the W ops where the first iteration put them: a runtime that executes them "
                        "runs {:.6g} s per iteration ({:+.2f}% against the fill's prediction).\n",
                        *win.deployed_iteration_time_s,
