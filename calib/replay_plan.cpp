@@ -97,22 +97,14 @@ sim::Pipeline read_pipeline(const Field& root, const ReplayPlanOptions& options,
 }
 
 // What the plan would record for a candidate it did not choose: its schedule, or with
-// dynamic W fill the order of the first iteration of the plan's evaluation (on the
-// plan's network input, its iterations and start), as planner::deployed_schedule makes it.
+// dynamic W fill the order of the first iteration of the plan's evaluation
+// (planner::planned_order).
 sim::Schedule deployed_order(const ReplayPlanOptions& options, const ReplayPlan& plan, const sim::Pipeline& pipeline,
                              sim::Schedule schedule) {
   if (schedule.spec.w_fill != sim::WFill::Dynamic) return schedule;
   const sim::PlannedRun run = sim::load_planned_run(plan.source, options.candidate);
-  if (run.network_path.empty() || !std::filesystem::exists(run.network_path))
-    throw InputError(fmt::format("{}: inputs: the network {} is not there (from here or beside the plan); the order "
-                                 "of this candidate's W ops (dynamic W fill) is made on it: run from where the plan "
-                                 "was made, or replay the chosen candidate",
-                                 plan.source, run.network_path.empty() ? "input" : run.network_path));
-  sim::Network network = sim::load_network_spec(run.network_path, traces::TraceRates()).bind(plan.stages);
-  sim::Scenario evaluation =
-      sim::make_scenario(pipeline, std::move(network), std::move(schedule), plan.micro_batch_size, run.iterations);
-  evaluation.start_time_s = run.start_time_s;
-  return planner::deployed_schedule(evaluation);
+  return planner::planned_order(run, pipeline, sim::load_planned_network(run, plan.source, traces::TraceRates()),
+                                std::move(schedule));
 }
 
 // The candidate's schedule: where its model stages run, the channels between them, and

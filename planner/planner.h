@@ -171,6 +171,13 @@ PlanResult make_plan(const sim::Pipeline& pipeline, const sim::Network& network,
 // any other schedule, itself.
 sim::Schedule deployed_schedule(const sim::Scenario& evaluation);
 
+// The order a plan would record for its candidate `run` (of `schedule`, on `pipeline`'s
+// model stages) were it chosen: deployed_schedule of the plan's evaluation (its
+// iterations and start) on `network_input` (sim::load_planned_network) with the rates
+// the plan measured.
+sim::Schedule planned_order(const sim::PlannedRun& run, const sim::Pipeline& pipeline,
+                            const sim::NetworkSpec& network_input, sim::Schedule schedule);
+
 // --- device programs ------------------------------------------------------------
 
 struct ProgramEntry {

@@ -179,6 +179,30 @@ std::string plan_input_path(const Field& plan, std::string_view role, bool requi
   return {};
 }
 
+namespace {
+
+// A plan's `comm_profile.channels`: each channel between two of its stages, once, at a
+// positive rate.
+std::vector<Network::MeasuredRate> measured_rates(const Field& plan, int stages) {
+  std::vector<Network::MeasuredRate> rates;
+  if (!plan.has("comm_profile")) return rates;
+  const Field channels = plan.at("comm_profile").at("channels");
+  channels.require_array();
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    const Field ch = channels.at(i);
+    Network::MeasuredRate m{ch.at("from").int_in(0, stages - 1), ch.at("to").int_in(0, stages - 1),
+                            ch.at("rate_bytes_per_s").positive()};
+    if (!std::isfinite(m.bytes_per_s)) ch.at("rate_bytes_per_s").fail("must be finite");
+    if (m.from == m.to) ch.at("to").fail("is its own from: a channel joins two stages");
+    for (const auto& seen : rates)
+      if (seen.from == m.from && seen.to == m.to) ch.fail(fmt::format("channel {}->{} is listed twice", m.from, m.to));
+    rates.push_back(m);
+  }
+  return rates;
+}
+
+}  // namespace
+
 PlannedRun load_planned_run(const std::string& path, std::optional<int> candidate) {
   const nlohmann::json doc = read_json_file(path);
   const Field root(doc, path);
@@ -205,7 +229,17 @@ PlannedRun load_planned_run(const std::string& path, std::optional<int> candidat
   run.pipeline_path = plan_input_path(root, "pipeline");
   run.network_path = plan_input_path(root, "network");
   run.chosen = is_chosen_candidate(root, c);
+  run.measured_rates = measured_rates(root, run.stages);
   return run;
+}
+
+NetworkSpec load_planned_network(const PlannedRun& run, const std::string& plan_path, const RateParser& rates) {
+  if (run.network_path.empty() || !std::filesystem::exists(run.network_path))
+    throw InputError(fmt::format("{}: inputs: the network {} is not there (from here or beside the plan); the order "
+                                 "of this candidate's W ops (dynamic W fill) is made on it: run from where the plan "
+                                 "was made, or run the chosen candidate",
+                                 plan_path, run.network_path.empty() ? "input" : run.network_path));
+  return load_network_spec(run.network_path, rates);
 }
 
 namespace {

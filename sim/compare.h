@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "network.h"
 #include "schedule.h"
 
 namespace adagrouper {
@@ -78,10 +79,18 @@ struct PlannedRun {
   // records (`devices`: with dynamic W fill, where the W ops went in the run the planner
   // evaluated).
   bool chosen = false;
+  // The channels `plan --comm-profile` measured (`comm_profile.channels`; empty without
+  // it): the plan evaluated its candidates on the network input with these rates.
+  std::vector<Network::MeasuredRate> measured_rates;
 };
 // The chosen candidate, or candidates[*candidate]; InputError naming the file and field,
 // or --candidate for an index out of range.
 PlannedRun load_planned_run(const std::string& path, std::optional<int> candidate);
+
+// The network a plan evaluated its candidates on, as a file: its network input (found as
+// plan_input_path finds it), to be bound and given run.measured_rates. InputError when
+// the plan names none or it is not there.
+NetworkSpec load_planned_network(const PlannedRun& run, const std::string& plan_path, const RateParser& rates);
 
 // The path of a plan's input of `role` ("pipeline", "network", "model"; its `inputs`):
 // as written where that exists from here or is absolute, else beside the plan file when

@@ -32,6 +32,10 @@ void Network::rewrite_channels(const std::function<void(ChannelSpec&)>& fn) {
       if (to != from + 1 && from != to + 1 && from != to) fn(channels_[index(from, to)]);
 }
 
+void Network::set_measured_rates(const std::vector<MeasuredRate>& rates) {
+  for (const MeasuredRate& m : rates) channels_[index(m.from, m.to)].set_rate(RateTrace::constant(m.bytes_per_s));
+}
+
 namespace {
 
 // A stage index (from, to, stage): >= 0; whether it exists depends on the pipeline.

@@ -60,6 +60,16 @@ class Network {
   // loading.
   void rewrite_channels(const std::function<void(ChannelSpec&)>& fn);
 
+  // A constant rate that replaces a channel's own: what `plan --comm-profile` measured
+  // for it (the plan records them, `comm_profile.channels`).
+  struct MeasuredRate {
+    int from = 0, to = 0;
+    double bytes_per_s = 0;
+  };
+  // Gives each channel in `rates` its constant rate (the others keep theirs): the
+  // network a plan made with --comm-profile evaluated its candidates on.
+  void set_measured_rates(const std::vector<MeasuredRate>& rates);
+
  private:
   friend class NetworkSpec;
   std::size_t index(int from, int to) const { return static_cast<std::size_t>(from) * stages_ + to; }

@@ -566,6 +566,47 @@ TEST(ReplayPlan, FamiliesWithModelStages) {
               HasSubstr("the candidate runs 4 model stages (2 stages x 2 virtual stages)"));
 }
 
+// A plan made with --comm-profile: a dynamic candidate it did not choose replays the order
+// made on the measured rates, as `simulate --recorded-order` runs it.
+TEST(ReplayPlan, NotChosenDynamicOrderOfAProfiledPlan) {
+  TempDir tmp;
+  std::string samples = "channel,time_s,bytes,duration_s\n";
+  for (const char* ch : {"0->1", "1->2", "2->3", "1->0", "2->1", "3->2"})
+    for (int t = 0; t < 10; ++t) samples += fmt::format("{},{},0.5,2.0\n", ch, t);
+  const auto csv = tmp.path() / "samples.csv", plan_path = tmp.path() / "plan.json";
+  std::ofstream(csv) << samples;
+  const std::string root = SOURCE_ROOT, pipe = root + "/configs/examples/toy-8.json";
+  const auto r = clirunner::run_adagrouper(
+      fmt::format("plan --pipeline {} --network {}/configs/examples/toy-net-stepped.json --devices 4 --memory-limit "
+                  "1e12 --iterations 4 --comm-profile {} --output {}",
+                  pipe, root, csv.string(), plan_path.string()),
+      tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json doc = json::parse(clirunner::slurp(plan_path));
+  int others = 0;
+  for (std::size_t i = 0; i < doc["candidates"].size(); ++i) {
+    const json& c = doc["candidates"][i];
+    if (c["status"] == "chosen" || !c.contains("deployed_iteration_time_s")) continue;
+    SCOPED_TRACE(i);
+    ++others;
+    const calib::ReplayPlan p = calib::load_replay_plan(plan_path.string(), {pipe, static_cast<int>(i)});
+    const auto order = tmp.path() / "order.csv";
+    const auto sim_run = clirunner::run_adagrouper(
+        fmt::format("simulate --plan {} --candidate {} --recorded-order --network {}/configs/examples/toy-net-2s.json "
+                    "--export-schedule {}",
+                    plan_path.string(), i, root, order.string()),
+        tmp.path());
+    ASSERT_EQ(sim_run.rc, 0) << sim_run.err;
+    const sim::Schedule deployed = sim::load_torch_csv(order, p.model_stages(), c["micro_batches"].get<int>());
+    for (int s = 0; s < 4; ++s) {
+      std::vector<sim::Op> replayed;
+      for (const auto& op : calib::index_program(p, s).compute) replayed.push_back(op.op);
+      EXPECT_EQ(replayed, deployed.stages[static_cast<std::size_t>(s)]) << s;
+    }
+  }
+  EXPECT_GT(others, 8);
+}
+
 // --- the replay under mpirun ------------------------------------------------------
 
 // mpirun's options for ranks on this host: MPI's TCP over the loopback only. Other suites

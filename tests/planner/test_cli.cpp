@@ -620,6 +620,57 @@ TEST_F(PlanCli, SimulateRecordedOrderRunsThePlansPrograms) {
   expect_bad("simulate --plan '" + bad.string() + "' --recorded-order", {bad.string() + ": devices", "F0"});
 }
 
+// A plan made with --comm-profile evaluated its candidates on the measured rates: the
+// order it would record for a dynamic candidate it did not choose is made on them too,
+// whatever network the recorded order then runs on. Here the input link steps from 1 to
+// 0.25 bytes/s and every channel was measured at a constant 0.25 (toy-net-2s.json), where
+// the fill puts the W ops elsewhere.
+TEST_F(PlanCli, RecordedOrderOfAProfiledPlanIsMadeOnTheMeasuredRates) {
+  std::string samples = "channel,time_s,bytes,duration_s\n";
+  for (const char* ch : {"0->1", "1->2", "2->3", "1->0", "2->1", "3->2"})
+    for (int t = 0; t < 10; ++t) samples += fmt::format("{},{},0.5,2.0\n", ch, t);
+  const fs::path csv = tmp_.path() / "samples.csv", plan = tmp_.path() / "profiled.json";
+  const fs::path order = tmp_.path() / "order.csv";
+  std::ofstream(csv) << samples;
+  ASSERT_EQ(run(fmt::format("plan --pipeline {} --network configs/examples/toy-net-stepped.json --devices 4 "
+                            "--memory-limit 1e12 --iterations 4 --comm-profile '{}' --output '{}'",
+                            kToy8, csv.string(), plan.string()))
+                .rc,
+            0);
+  const json doc = json::parse(clirunner::slurp(plan));
+  int others = 0;
+  for (std::size_t i = 0; i < doc.at("candidates").size(); ++i) {
+    const json& c = doc.at("candidates")[i];
+    if (!c.contains("deployed_iteration_time_s") || c.at("status") == "chosen") continue;
+    SCOPED_TRACE(c.dump());
+    ++others;
+    std::vector<std::string> orders;
+    for (const std::string net : {"", " --network configs/examples/toy-net-2s.json"}) {
+      const Outcome r = run(fmt::format("simulate --plan '{}' --candidate {} --recorded-order --json --export-schedule "
+                                        "'{}'{}",
+                                        plan.string(), i, order.string(), net));
+      ASSERT_EQ(r.rc, 0) << r.err;
+      orders.push_back(clirunner::slurp(order));
+      // On the measured rates themselves the order runs the plan's deployed time.
+      if (!net.empty()) {
+        EXPECT_EQ(json::parse(r.out).at("mean_iteration_time_s"), c.at("deployed_iteration_time_s"));
+      }
+    }
+    EXPECT_EQ(orders[0], orders[1]);
+  }
+  EXPECT_GT(others, 8);
+  // The measured rates are read like any other field.
+  for (const auto& [field, value] : {std::pair{"to", json(0)}, std::pair{"from", json(9)},
+                                      std::pair{"rate_bytes_per_s", json(-1.0)}}) {
+    json edited = doc;
+    edited["comm_profile"]["channels"][0][field] = value;
+    const fs::path bad = tmp_.path() / "bad.json";
+    std::ofstream(bad) << edited.dump();
+    expect_bad("simulate --plan '" + bad.string() + "' --candidate 12 --recorded-order",
+               {bad.string(), "comm_profile.channels[0]." + std::string(field)});
+  }
+}
+
 // Every dynamic candidate carries its deployed time (over one iteration the fill's own);
 // --rank-by deployed chooses by it, and each ranking names the other's choice.
 TEST_F(PlanCli, RankByDeployedRanksDynamicFillByTheOrderItsProgramsFix) {

@@ -188,15 +188,12 @@ std::vector<ChannelProfile> apply_comm_profile(sim::Network& net, const std::vec
                                                std::vector<planner::InputFile>& inputs) {
   const MeasuredTransfers m = read_comm_profile(specs, net.num_stages(), inputs);
   std::vector<ChannelProfile> out;
-  std::map<Channel, double> measured;
+  std::vector<sim::Network::MeasuredRate> measured;
   for (const auto& [ch, samples] : m.samples) {
     out.push_back(profile_channel(m, ch, net.channel(ch.first, ch.second), window));
-    measured[ch] = out.back().rate;
+    measured.push_back({ch.first, ch.second, out.back().rate});
   }
-  net.rewrite_channels([&](sim::ChannelSpec& c) {
-    if (const auto it = measured.find({c.from, c.to}); it != measured.end())
-      c.set_rate(sim::RateTrace::constant(it->second));
-  });
+  net.set_measured_rates(measured);
   return out;
 }
 

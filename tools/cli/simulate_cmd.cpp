@@ -225,11 +225,13 @@ void fit_to_plan(Pipeline& pipeline, const PlannedRun& run) {
 // `simulate --plan FILE --recorded-order`: what a runtime that executes the candidate's
 // programs runs, a static order. The chosen candidate's are the plan's `devices` (`source`
 // names them for the checks of a custom order); another's are those the plan would hold
-// were it chosen: its own order, or with dynamic W fill the order of the first iteration
-// of its `evaluation` (planner::deployed_schedule).
-Schedule recorded_schedule(const PlannedRun& run, const Scenario& evaluation, const std::string& plan_path,
-                           std::string& source) {
-  if (!run.chosen) return planner::deployed_schedule(evaluation);
+// were it chosen (planner::planned_order: its own order, or with dynamic W fill the order
+// of the first iteration of the plan's evaluation, on the network the plan evaluated).
+Schedule recorded_schedule(const PlannedRun& run, const Pipeline& pipeline, const Scenario& scenario,
+                           const std::string& plan_path, std::string& source) {
+  if (!run.chosen)
+    return planner::planned_order(run, pipeline, load_planned_network(run, plan_path, traces::TraceRates()),
+                                  scenario.schedule);
   const nlohmann::json doc = read_json_file(plan_path);
   const Field root(doc, plan_path);
   if (!root.has("devices"))
@@ -240,7 +242,7 @@ Schedule recorded_schedule(const PlannedRun& run, const Scenario& evaluation, co
     for (const planner::ProgramEntry& e : program.entries)
       if (const auto op = planner::compute_op(e)) order[static_cast<std::size_t>(program.stage)].push_back(*op);
   source = plan_path + ": devices";
-  return fixed_order_schedule(run.spec, run.stages, evaluation.micro_batches(), std::move(order), source);
+  return fixed_order_schedule(run.spec, run.stages, scenario.micro_batches(), std::move(order), source);
 }
 
 // The run the options describe; `schedule_source` is the --schedule-file, or the plan
@@ -258,12 +260,9 @@ Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, 
       throw InputError(fmt::format("--plan: evaluation.start_time_s {} is past the latest start time {:.0f} s",
                                    planned->start_time_s, kMaxAbsoluteTime));
     if (vm["start-time"].defaulted()) scenario.start_time_s = planned->start_time_s;
-    if (vm["recorded-order"].as<bool>()) {
-      Scenario evaluation = scenario;  // the plan's, whatever --iterations and --start-time say
-      evaluation.iterations = planned->iterations;
-      evaluation.start_time_s = planned->start_time_s;
-      scenario.schedule = recorded_schedule(*planned, evaluation, vm["plan"].as<std::string>(), schedule_source);
-    }
+    if (vm["recorded-order"].as<bool>())
+      scenario.schedule =
+          recorded_schedule(*planned, pipeline, scenario, vm["plan"].as<std::string>(), schedule_source);
   }
   if (vm.count("stage-trace")) {
     const std::string path = vm["stage-trace"].as<std::string>();
