@@ -1267,7 +1267,8 @@ TEST(Testbed, CalibrationGivesEachMessageTheHeadStartItsBucketHad) {
 // backward starts when its input arrives and runs to the profile (0: the stage's mean is
 // 15 us); stage 1's forward starts 40 us after its input arrives and runs to the profile
 // (40 us). Each stage's mean is added to every op of it, each half of a split backward
-// included; bad arguments are one line.
+// included, and its share of the stage's forward is reported (a warning above 5%: the
+// host is short of CPU); bad arguments are one line.
 TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
   int rc = 0;
   const std::string out = python_in_scripts(
@@ -1281,14 +1282,19 @@ TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
       "st = {\"profile\": [pt(1, 0.004, 0.008), pt(4, 0.013, 0.026)]}\n"
       "json.dump({\"name\": \"p\", \"global_batch_size\": 4, \"stages\": [st, dict(st)]}, open(d + \"/p.json\", \"w\"))\n"
       "m = f.compute(d + \"/t.json\", d + \"/p.json\", 2, d + \"/out.json\")\n"
-      "print([(r[\"ops\"], round(r[\"op_overhead_s\"] * 1e6, 6)) for r in m[\"stages\"]], round(m[\"mean_op_overhead_s\"] * 1e6, 6))\n"
+      "print([(r[\"ops\"], round(r[\"op_overhead_s\"] * 1e6, 6), round(r[\"overhead_share\"], 9)) for r in m[\"stages\"]], "
+      "round(m[\"mean_op_overhead_s\"] * 1e6, 6), repr(f.host_warning(m)))\n"
+      "m[\"stages\"][1][\"op_overhead_s\"], m[\"stages\"][1][\"overhead_share\"] = 4e-4, 4e-4 / 0.007\n"
+      "print(f.host_warning(m))\n"
       "p = json.load(open(d + \"/out.json\"))\n"
       "for s in p[\"stages\"]: print([[round(x[k] * 1e6, 6) for k in (\"forward_s\", \"backward_s\", \"backward_input_s\", "
       "\"backward_weight_s\")] for x in s[\"profile\"]])",
       rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out,
-            "[(2, 15.0), (1, 40.0)] 27.5\n"
+            "[(2, 15.0, 0.002142857), (1, 40.0, 0.005714286)] 27.5 ''\n"
+            "the host adds 400 us to every op of stage 1 (5.7% of its forward at b = 2; above 5% the ranks are short "
+            "of CPU): the model adds the mean, not its spread, so expect errors beyond the model's own\n"
             "[[4015.0, 8015.0, 4015.0, 4015.0], [13015.0, 26015.0, 13015.0, 13015.0]]\n"
             "[[4040.0, 8040.0, 4040.0, 4040.0], [13040.0, 26040.0, 13040.0, 13040.0]]\n");
   // A stage with no op measured (here stage 1 of 3: its ops' events are missing) is

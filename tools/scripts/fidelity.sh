@@ -807,14 +807,20 @@ print(*min((x['micro_batch_size'], i) for i, x in enumerate(c) if x['schedule'] 
   python3 "$root/tools/scripts/fidelity_calib.py" compute "$out/calib/run-compute.trace.json" "$pipeline" \
     "$compute_b" "$out/pipeline-sim.json" >"$out/calib/compute.json"
   sim_pipeline="$out/pipeline-sim.json"
-  python3 - "$out/calib/compute.json" <<'EOF'
+  python3 - "$out/calib/compute.json" "$root/tools/scripts" <<'EOF'
 import json, sys
+sys.path.insert(0, sys.argv[2])
+import fidelity_calib
 m = json.load(open(sys.argv[1]))
 print(f"== calibrate compute: 1F1B at b = {m['micro_batch_size']}, each op's cost beyond its profile "
       f"(start latency + duration excess, us):")
 for r in m["stages"]:
     print(f"   stage {r['stage']}: {1e6 * r['op_overhead_s']:.1f} ({1e6 * r['start_latency_s']:.1f} + "
-          f"{1e6 * r['duration_excess_s']:.1f}) over {r['ops']} ops")
+          f"{1e6 * r['duration_excess_s']:.1f}) over {r['ops']} ops, {100 * r['overhead_share']:.1f}% of a forward")
+warning = fidelity_calib.host_warning(m)
+if warning:
+    print(f"   warning: {warning}")
+    print(f"fidelity.sh: warning: {warning}", file=sys.stderr)
 EOF
 fi
 

@@ -284,6 +284,7 @@ def compute(timeline, pipeline_path, b, out_path):
              "duration_excess_s": sum(y for _, y in per[s]) / len(per[s]) * 1e-6} for s in stages]
     for r in rows:
         r["op_overhead_s"] = r["start_latency_s"] + r["duration_excess_s"]
+        r["overhead_share"] = r["op_overhead_s"] / profile_at(pipe["stages"][r["stage"]], b)[0]
     mean = sum(r["op_overhead_s"] for r in rows) / len(rows)
     for s, st in enumerate(pipe["stages"]):
         o = rows[s]["op_overhead_s"] if len(pipe["stages"]) == len(rows) else mean
@@ -295,6 +296,26 @@ def compute(timeline, pipeline_path, b, out_path):
         f.write("\n")
     os.replace(out_path + ".tmp", out_path)
     return {"micro_batch_size": b, "stages": rows, "mean_op_overhead_s": mean}
+
+
+# The share of a stage's forward above which the compute calibration's overhead says
+# the ranks are short of CPU. On the 2-core development machine (forwards of 4 ms) it
+# was 0.4% with 2 ranks and 2% with 3, where every candidate came within 3%; 3 to 7% with
+# 4 ranks and 10 to 26% with 3 ranks on a host that slowed them, where candidates missed
+# by 3 to 6% free-running (docs/fidelity.md, "The host's CPU, op by op").
+HOST_BUSY_SHARE = 0.05
+
+
+def host_warning(m):
+    """A warning for a compute calibration m (compute()'s result) whose overhead on some
+    stage exceeds HOST_BUSY_SHARE of its forward, or ""."""
+    worst = max(m["stages"], key=lambda r: r["overhead_share"])
+    if worst["overhead_share"] <= HOST_BUSY_SHARE:
+        return ""
+    return (f"the host adds {1e6 * worst['op_overhead_s']:.0f} us to every op of stage {worst['stage']} "
+            f"({100 * worst['overhead_share']:.1f}% of its forward at b = {m['micro_batch_size']}; above "
+            f"{100 * HOST_BUSY_SHARE:g}% the ranks are short of CPU): the model adds the mean, not its spread, "
+            f"so expect errors beyond the model's own")
 
 
 def efficiency(cal, i, v):
