@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "../common/cli_runner.h"
@@ -374,6 +375,49 @@ TEST(CalibMpirun, FourRankChainConnectsEveryPair) {
   EXPECT_THAT(r.out, HasSubstr("4 ranks"));
   EXPECT_THAT(r.err, Not(HasSubstr("unexpected"))) << r.err;
   EXPECT_TRUE(fs::exists(dir.path() / "bw" / "bandwidth.jsonl"));
+}
+
+// Three namespaces in a ring: interleaved 1F1B at v = 2 runs model stages 0..5 on ranks
+// 0, 1, 2, 0, 1, 2 (loop placement), so rank 2 sends model stage 2's activations to rank
+// 0, and rank 0 model stage 3's gradients back. Those go over the ring's link 2 (rank 2's
+// `next`, rank 0's `prev`), not through rank 1: each direction of it carries the 8
+// micro-batches' 320 kB messages. A rate on link 2 exists only in a ring.
+TEST(CalibMpirun, ThreeRankRingCarriesTheLoopPlacementsLastHop) {
+  testutil::TempDir dir;
+  const auto check = shell("'" + kNetns + "' check", dir.path());
+  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  const NetnsChain chain{"cr" + std::to_string(::getpid() % 100000), dir.path()};
+  ASSERT_EQ(shell(chain.cmd("create 3") + " && " + chain.cmd("rate 2 1gbit"), dir.path()).rc, 2);
+  ASSERT_EQ(shell(chain.cmd("destroy"), dir.path()).rc, 0);
+  const auto made = shell(chain.cmd("create 3 --ring") + " && " + chain.cmd("rate-all 1gbit"), dir.path());
+  ASSERT_EQ(made.rc, 0) << made.err;
+  const std::string pipe = std::string(SOURCE_ROOT) + "/configs/fidelity/pipeline-6.json";
+  const fs::path plan = dir.path() / "plan.json";
+  const auto planned = cli("plan --pipeline '" + pipe + "' --network '" SOURCE_ROOT
+                           "/configs/fidelity/net-200mbit.json' --devices 3 --families interleaved-1f1b "
+                           "--virtual-stages 2 --memory-limit 8e9 --output '" + plan.string() + "'",
+                           dir.path());
+  ASSERT_EQ(planned.rc, 0) << planned.err;
+  const auto doc = nlohmann::json::parse(clirunner::slurp(plan));
+  int candidate = -1;
+  for (std::size_t i = 0; i < doc.at("candidates").size() && candidate < 0; ++i) {
+    const auto& c = doc.at("candidates")[i];
+    if (c.at("schedule") == "interleaved-1f1b" && c.at("micro_batch_size") == 2 && c.at("virtual_stages") == 2)
+      candidate = static_cast<int>(i);
+  }
+  ASSERT_GE(candidate, 0);
+  const auto r = shell("timeout 120 " + chain.cmd("mpirun -np 3 -- '" CALIB_BIN "'") +
+                           " replay --backend cpu --plan '" + plan.string() + "' --candidate " +
+                           std::to_string(candidate) + " --pipeline '" + pipe + "' --iterations 1 --warmup 0",
+                       dir.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const std::string end : {"exec 2 tc -s qdisc show dev next", "exec 0 tc -s qdisc show dev prev"}) {
+    const auto stats = shell(chain.cmd(end), dir.path());
+    ASSERT_EQ(stats.rc, 0) << stats.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(stats.out, m, std::regex("Sent ([0-9]+) bytes"))) << stats.out;
+    EXPECT_GT(std::stod(m[1].str()), 8 * 320e3) << end;
+  }
 }
 
 // The GPU check's dry run (--backend cpu): every step a machine without a GPU can take

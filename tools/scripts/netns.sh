@@ -4,12 +4,15 @@
 # fidelity experiments on preempted links (docs/calibration.md, "Testing on shaped links").
 #
 #   tools/scripts/netns.sh [--prefix P] check              can this machine create namespaces?
-#   tools/scripts/netns.sh [--prefix P] create N           namespaces P0 .. P(N-1) in a chain
+#   tools/scripts/netns.sh [--prefix P] create N [--ring]  namespaces P0 .. P(N-1) in a chain;
+#                                                  --ring (N >= 3) closes it: link N-1
+#                                                  joins P(N-1) and P0
 #   tools/scripts/netns.sh [--prefix P] destroy            remove them (and the control bridge)
 #   tools/scripts/netns.sh [--prefix P] rate I RATE [--dir both|forward|backward]
 #                                       [--burst BYTES] [--latency MS] [--shaper tbf|htb]
 #                                       [--acks shaped|free]
-#                                                  shape link I (P<I> <-> P<I+1>) with tbf
+#                                                  shape link I (P<I> <-> P<I+1>, or
+#                                                  P<N-1> <-> P0 for a ring's link N-1) with tbf
 #                                                  (default) or htb (see shape() below);
 #                                                  --acks free: TCP's pure ACKs pass the
 #                                                  shaper (they take no data's rate);
@@ -40,7 +43,11 @@
 #            above the data subnets (chains with different prefixes coexist).
 #   data:    link i joins namespace i (`next`, 10.77.(i+1).1/24) and namespace i+1
 #            (`prev`, 10.77.(i+1).2/24); ranks that are not neighbours reach each other
-#            through the chain (forwarding and routes are set up).
+#            through the chain (forwarding and routes are set up). A ring's link N-1 joins
+#            namespace N-1 (`next`, 10.77.N.1/24) and namespace 0 (`prev`, 10.77.N.2/24),
+#            so that a pipeline whose last rank sends to its first (the loop placement of
+#            interleaved schedules) has a link of its own for it; a rank reaches another
+#            the shorter way round (at equal distance, along the chain).
 #   MPI:     namespace r also has one address of its own, 10.78.0.(r+1)/32, on `host`
 #            (one end of a veth pair that stays in the namespace: a dummy device without
 #            the dummy module), routed over the data links with that address as source.
@@ -99,6 +106,12 @@ namespaces() {
     sed "s/^/${prefix}/" || true
 }
 count() { namespaces | wc -l; }
+
+# Whether the namespaces of this prefix form a ring (namespace 0 has a `prev` link).
+is_ring() { ip -n "${prefix}0" link show prev >/dev/null 2>&1; }
+
+# links N: the number of data links of N namespaces: N - 1, or N in a ring.
+links() { if is_ring; then echo "$1"; else echo $(($1 - 1)); fi; }
 
 need_ns() {
   local n
@@ -245,24 +258,28 @@ do_rate() {
   fi
   local n
   n=$(need_ns)
-  [[ "$link" =~ ^[0-9]+$ ]] && [ "$link" -lt $((n - 1)) ] ||
-    die "rate: link '$link' does not exist (links 0 .. $((n - 2)) join namespace i and i+1)"
+  [[ "$link" =~ ^[0-9]+$ ]] && [ "$link" -lt "$(links "$n")" ] ||
+    die "rate: link '$link' does not exist (links 0 .. $(($(links "$n") - 1)) join namespace i and i+1$(is_ring && echo ", the last namespace $((n - 1)) and 0"))"
   if [ "$dir" != backward ]; then shape "${prefix}${link}" next "$rate" "$burst" "$latency" "$shaper" "$acks"; fi
-  if [ "$dir" != forward ]; then shape "${prefix}$((link + 1))" prev "$rate" "$burst" "$latency" "$shaper" "$acks"; fi
+  if [ "$dir" != forward ]; then shape "${prefix}$(((link + 1) % n))" prev "$rate" "$burst" "$latency" "$shaper" "$acks"; fi
 }
 
 do_create() {
-  local n=${1:-}
+  local n=${1:-} ring=0
+  [ "${2:-}" != --ring ] || ring=1
+  if [ $# -gt 2 ] || { [ $# -eq 2 ] && [ "$ring" -eq 0 ]; }; then die "create: N [--ring], got '$*'"; fi
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 250 ] || die "create: N must be 2 .. 250, got '${n}'"
+  [ "$ring" -eq 0 ] || [ "$n" -ge 3 ] || die "create: --ring needs N >= 3 (2 namespaces are one link)"
+  local nlinks=$((n - 1 + ring))
   [ "$(count)" -eq 0 ] || die "create: namespaces with prefix '$prefix' exist already (tools/scripts/netns.sh --prefix $prefix destroy)"
   # Undo a half-made chain on any failure.
   trap 'echo "netns.sh: create failed; removing what it made" >&2; do_destroy >/dev/null 2>&1 || true' ERR
   local br=${prefix}br r i c=""
   # The control subnet: 10.77.0.0/24 unless another chain uses it (then the highest free
-  # 10.77.C.0/24 with C >= N, clear of this chain's data subnets 10.77.1 .. N-1).
+  # 10.77.C.0/24 above this chain's data subnets 10.77.1 .. N-1, or .. N in a ring).
   local used
   used=$(ip -4 -o addr show 2>/dev/null | awk '{print $4}' | sed -n 's/^10\.77\.\([0-9]*\)\..*/\1/p' | sort -u)
-  for cand in 0 $(seq 254 -1 "$n"); do
+  for cand in 0 $(seq 254 -1 $((nlinks + 1))); do
     if ! grep -qx "$cand" <<<"$used"; then
       c=$cand
       break
@@ -284,8 +301,8 @@ do_create() {
     ip -n "$ns" addr add "10.77.${c}.$((r + 1))/24" dev ctl
     ip -n "$ns" link set ctl up
   done
-  for ((i = 0; i + 1 < n; i++)); do
-    local a=${prefix}${i} b=${prefix}$((i + 1))
+  for ((i = 0; i < nlinks; i++)); do
+    local a=${prefix}${i} b=${prefix}$(((i + 1) % n))
     ip link add "${prefix}a${i}" type veth peer name "${prefix}b${i}"
     ip link set "${prefix}a${i}" netns "$a"
     ip link set "${prefix}b${i}" netns "$b"
@@ -324,16 +341,29 @@ do_create() {
         ip -n "$ns" route add "10.77.${j}.0/24" via "10.77.${r}.1" dev prev
       fi
     done
+    # Link r's subnet is 10.77.(r+1); the link before namespace r is link r-1, or in a
+    # ring for namespace 0 link N-1.
+    local prev_subnet=$r
+    [ "$r" -gt 0 ] || prev_subnet=$n
     for ((j = 0; j < n; j++)); do
-      if [ "$j" -gt "$r" ]; then
+      [ "$j" -ne "$r" ] || continue
+      local ahead=$(((j - r + n) % n)) behind=$(((r - j + n) % n)) way=prev
+      if [ "$ring" -eq 1 ]; then
+        # The shorter way round; at equal distance along the chain, so that both ways of
+        # a pair take the same links.
+        if [ "$ahead" -lt "$behind" ] || { [ "$ahead" -eq "$behind" ] && [ "$j" -gt "$r" ]; }; then way=next; fi
+      elif [ "$j" -gt "$r" ]; then
+        way=next
+      fi
+      if [ "$way" = next ]; then
         ip -n "$ns" route add "10.78.0.$((j + 1))/32" via "10.77.$((r + 1)).2" dev next src "10.78.0.$((r + 1))"
-      elif [ "$j" -lt "$r" ]; then
-        ip -n "$ns" route add "10.78.0.$((j + 1))/32" via "10.77.${r}.1" dev prev src "10.78.0.$((r + 1))"
+      else
+        ip -n "$ns" route add "10.78.0.$((j + 1))/32" via "10.77.${prev_subnet}.1" dev prev src "10.78.0.$((r + 1))"
       fi
     done
   done
   trap - ERR
-  echo "netns.sh: made namespaces ${prefix}0 .. ${prefix}$((n - 1)), links 0 .. $((n - 2)) (unshaped), control 10.77.${c}.0/24"
+  echo "netns.sh: made namespaces ${prefix}0 .. ${prefix}$((n - 1)), links 0 .. $((nlinks - 1))$([ "$ring" -eq 0 ] || echo ", a ring") (unshaped), control 10.77.${c}.0/24"
 }
 
 do_destroy() {
@@ -464,7 +494,7 @@ case "$cmd" in
   rate-all)
     [ $# -ge 1 ] || die "rate-all: give RATE (e.g. rate-all 200mbit)"
     n=$(need_ns)
-    for ((i = 0; i + 1 < n; i++)); do do_rate "$i" "$@"; done
+    for ((i = 0; i < $(links "$n"); i++)); do do_rate "$i" "$@"; done
     ;;
   exec)
     [ $# -ge 2 ] || die "exec: give R CMD ..."
@@ -476,9 +506,9 @@ case "$cmd" in
     [ $# -ge 1 ] && [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1500 ] && [ "$1" -le 65536 ] ||
       die "gso: give BYTES, 1500 .. 65536 (the largest packet the shaped devices take)"
     n=$(need_ns)
-    for ((i = 0; i + 1 < n; i++)); do
+    for ((i = 0; i < $(links "$n"); i++)); do
       ip -n "${prefix}${i}" link set next gso_max_size "$1" gro_max_size "$1"
-      ip -n "${prefix}$((i + 1))" link set prev gso_max_size "$1" gro_max_size "$1"
+      ip -n "${prefix}$(((i + 1) % n))" link set prev gso_max_size "$1" gro_max_size "$1"
     done
     ;;
   mpirun) do_mpirun "$@" ;;
