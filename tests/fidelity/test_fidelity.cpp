@@ -1059,14 +1059,12 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--random-scenarios 2 --queue 1e6", "--queue: auto, per-rate or fixed"},
            {"--seed", "--seed: needs a value"}})
     expect_refused("fidelity.sh", args, piece);
-  // On 3 or 4 ranks, only families whose placement the chain of namespaces links (the
-  // check reads each family's placement from the build's adagrouper).
+  // On 3 or 4 ranks each listed family's placement is checked (read from the build's
+  // adagrouper): every named one runs on a chain or a ring of namespaces.
   const std::string build = fmt::format(" --build '{}'", BUILD_ROOT);
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
-           {"--families zbv,interleaved-1f1b --ranks 3",
-            "--families: interleaved-1f1b at v = 2 sends from stage 2 to 0, which the chain"},
-           {"--families interleaved-zb --ranks 4", "--families: interleaved-zb at v = 2 sends from stage 3 to 0"},
-           {"--families all --ranks 3", "--families all: on 3 ranks, list families"},
+           {"--families all --ranks 3", "--families all: on 3 ranks, list the families"},
+           {"--families interleaved-1f1b --ranks 3 --calibrate p2p", "--calibrate p2p: not with a ring of namespaces"},
            {"--families zbv,nonsense --ranks 3", "--families: nonsense: adagrouper schedule: --schedule: unknown schedule"}})
     expect_refused("fidelity.sh", args + build, piece);
 #endif
@@ -1259,6 +1257,34 @@ TEST(Testbed, CalibrationGivesEachMessageTheHeadStartItsBucketHad) {
       rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "1000000\n0.9215\n0 1 1000000 0.0001\n1 0 1000000 0.0001\n['large', 'tiny'] ['1000000']\n");
+}
+
+// A ring of namespaces: the calibration's 1F1B replays never use its link N-1, so the
+// fit gives both its channels, at every level, the mean rate and latency of the
+// channels it measured (marked by 0 samples), and the network then lists them.
+TEST(Testbed, FitClosesARingWithTheChainsMean) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_calib as f, json, os, tempfile\n"
+      "ch = lambda a, b, r, l: {\"from\": a, \"to\": b, \"latency_s\": l, \"rate\": r, \"efficiency\": r / 40, "
+      "\"samples\": 5}\n"
+      "doc = f.close_ring({\"levels\": [{\"nominal_bytes_per_s\": 40, \"channels\": [ch(0, 1, 30, 1e-4), "
+      "ch(1, 2, 34, 3e-4), ch(1, 0, 32, 2e-4), ch(2, 1, 36, 2e-4)]}]}, 3)\n"
+      "print(doc[\"ring\"], [(c[\"from\"], c[\"to\"], c[\"rate\"], round(c[\"latency_s\"], 9), c[\"efficiency\"], "
+      "c[\"samples\"]) for c in doc[\"levels\"][0][\"channels\"][4:]])\n"
+      "d = tempfile.mkdtemp()\n"
+      "json.dump(doc, open(d + \"/cal.json\", \"w\"))\n"
+      "f.network(d + \"/cal.json\", 40, d + \"/net.json\", \"constant\")\n"
+      "print([(c[\"from\"], c[\"to\"], c[\"rate\"]) for c in json.load(open(d + \"/net.json\"))[\"channels\"][4:]])",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "3 [(2, 0, 33.0, 0.0002, 0.825, 0), (0, 2, 33.0, 0.0002, 0.825, 0)]\n"
+                 "[(2, 0, {'constant': 33.0}), (0, 2, {'constant': 33.0})]\n");
+  const std::string bad = python_in_scripts("import fidelity_calib as f; f.main([\"fit\", \"d\", \"small\", \"1\", "
+                                            "\"--ring\", \"2\"])",
+                                            rc);
+  EXPECT_EQ(rc, 2) << bad;
+  EXPECT_THAT(bad, HasSubstr("--ring: needs N, the ranks of the ring (at least 3)"));
 }
 
 // The compute calibration: on a 2-stage pipeline replayed at b = 2 (its profile measured
@@ -1560,6 +1586,35 @@ TEST(Testbed, ReducedFamiliesRunPredictsTheDynamicPickByItsRecordedOrder) {
   }
   EXPECT_GE(replayed, 2);
   EXPECT_EQ(recorded, 1);
+  EXPECT_TRUE(fs::exists(dir / "compare.json"));
+#endif
+}
+
+// On 3 ranks interleaved 1F1B at v = 2 sends from the last rank to the first: the
+// namespaces form a ring, the calibration gives its link the chain's mean, the driver
+// changes its rate with the others', and the network simulated has both its channels.
+TEST(Testbed, ReducedRingRunForTheLoopPlacement) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
+#else
+  TempDir tmp;
+  int rc = 0;
+  const std::string out = reduced_run("--ranks 3 --families interleaved-1f1b --streams channel", tmp.path(), rc);
+  if (rc == 77) GTEST_SKIP() << out;
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr("channel 2->0: "));
+  EXPECT_THAT(out, HasSubstr("the chain's mean (a ring's link"));
+  const fs::path dir = tmp.path() / "preempted";
+  const json net = json::parse(clirunner::slurp(dir / "net-plan.json"));
+  std::set<std::pair<int, int>> channels;
+  for (const json& c : net.at("channels")) channels.insert({c.at("from").get<int>(), c.at("to").get<int>()});
+  EXPECT_TRUE(channels.count({2, 0}) && channels.count({0, 2})) << net.dump();
+  // Every link's both sides changed at every change of the trace, link 2 too.
+  bool ring_changed = false;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("tc-calls-", 0) == 0)
+      ring_changed |= clirunner::slurp(e.path()).find("\n2,next,") != std::string::npos;
+  EXPECT_TRUE(ring_changed);
   EXPECT_TRUE(fs::exists(dir / "compare.json"));
 #endif
 }

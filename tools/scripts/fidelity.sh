@@ -48,10 +48,13 @@
 #                      the fastest of each family in LIST at each of its virtual stage
 #                      counts (static W fill; those that lost too; for kfkb-dynamic,
 #                      the fastest by each --rank-by, after the others). On 3 or 4
-#                      ranks only families whose model stages follow each other on
-#                      neighbouring stages (zbv, dualpipev, kfkb-dynamic): the chain
-#                      links neighbours only, and an interleaved schedule at v = 2 sends
-#                      from the last stage to the first
+#                      ranks a family whose model stages at v = 2 go from the last
+#                      stage to the first (the loop placement of interleaved-1f1b,
+#                      looped-bfs, interleaved-zb) runs on a ring of namespaces
+#                      (netns.sh create N --ring), whose link N-1 the calibration
+#                      gives the mean of the chain's channels (its 1F1B replays do not
+#                      use it); the other families (zbv, dualpipev, kfkb-dynamic) on
+#                      the chain
 #   --rank-by R        predicted (default) or deployed: how the plan ranks candidates
 #                      with dynamic W fill (adagrouper plan --rank-by); deployed ranks
 #                      them by the order their programs fix, which the replay runs
@@ -70,7 +73,7 @@
 #                      MAPE over the repeats (random-summary.txt, random-summary.json)
 #   --seed S           seed of --random-scenarios (default 1)
 #   --repeats R        runs of each drawn scenario (default 3)
-#   --ci               reduced run for CI: 2 ranks, the preempted scenario (the constant
+#   --ci               reduced run for CI: 2 ranks (unless --ranks says), the preempted scenario (the constant
 #                      one is the same without the driver), 2 candidates, 2 measured
 #                      iterations, a short calibration (the largest messages only)
 #   --keep             leave the namespaces in place afterwards
@@ -313,7 +316,7 @@ while [ $# -gt 0 ]; do
     --*) [ $# -ge 2 ] || die "$1: needs a value (see tools/scripts/fidelity.sh --help)" ;;
   esac
   case "$1" in
-    --ranks) ranks=${2:-}; shift 2 ;;
+    --ranks) ranks=${2:-} ranks_given=1; shift 2 ;;
     --rate) rate=${2:-}; shift 2 ;;
     --scenario) scenario=${2:-}; shift 2 ;;
     --trace) trace=${2:-}; shift 2 ;;
@@ -353,7 +356,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ "$ci" -eq 1 ]; then
-  ranks=2 iterations=2 warmup=1 candidates=2 calib_it=1 calib_sizes=large scenario=preempted startup_s=2
+  [ "${ranks_given:-0}" -eq 1 ] || ranks=2
+  iterations=2 warmup=1 candidates=2 calib_it=1 calib_sizes=large scenario=preempted startup_s=2
 fi
 [[ "$ranks" =~ ^[2-4]$ ]] || die "--ranks: 2 .. 4, got '$ranks'"
 [[ "$iterations" =~ ^[1-9][0-9]*$ ]] || die "--iterations: a positive integer, got '$iterations'"
@@ -438,14 +442,16 @@ calib="$build/adagrouper-calib"
 [ -x "$adagrouper" ] || skip "$build/adagrouper is not built"
 [ -x "$calib" ] || skip "adagrouper-calib is not built in $build (Meson found no MPI)"
 
-# On more than 2 ranks, --families takes only families whose model stages follow each
-# other on the same or neighbouring stages at every v they run (2 model stages per rank:
-# v = 1 or 2): the chain of namespaces links neighbours only. A V placement (zbv,
-# dualpipev) does; a loop (interleaved families at v = 2) sends from the last stage to
-# the first. Each family's placement is the one `adagrouper schedule` prints.
+# On more than 2 ranks, --families takes families whose model stages follow each other
+# on the same or neighbouring stages at every v they run (2 model stages per rank: v = 1
+# or 2), the neighbours of a ring included: the chain of namespaces links neighbours. A
+# V placement (zbv, dualpipev) needs nothing more; a loop (interleaved families at v = 2)
+# sends from the last stage to the first, and then the namespaces form a ring (ring=1).
+# Each family's placement is the one `adagrouper schedule` prints.
+ring=0
 if [ -n "$families" ] && [ "$ranks" -gt 2 ]; then
   for f in ${families//,/ }; do
-    [ "$f" != all ] || die "--families all: on $ranks ranks, list families whose placement the chain links (zbv, dualpipev, kfkb-dynamic)"
+    [ "$f" != all ] || die "--families all: on $ranks ranks, list the families (each one's placement is checked)"
     [ "$f" != kfkb-dynamic ] || continue  # kFkB with split backward: one model stage per stage
     hop=$("$adagrouper" schedule "$f" --stages "$ranks" --micro-batches $((2 * ranks)) --virtual-stages 2 \
       --output-format json 2>&1 | python3 -c '
@@ -459,11 +465,19 @@ except ValueError:
         print(text.strip())
         sys.exit(1)
     p = []
-print(next((f"{a} to {b}" for a, b in zip(p, p[1:]) if abs(a - b) > 1), ""))') ||
+last = max(p, default=0)
+hops = {(a, b) for a, b in zip(p, p[1:]) if abs(a - b) > 1}
+far = sorted(h for h in hops if set(h) != {0, last})
+print(f"{far[0][0]} to {far[0][1]}" if far else "ring" if hops else "")') ||
       die "--families: $f: $hop"
-    [ -z "$hop" ] || die "--families: $f at v = 2 sends from stage $hop, which the chain of namespaces does not link on $ranks ranks (neighbours only); list families with a V placement (zbv, dualpipev) or kfkb-dynamic, or use --ranks 2"
+    if [ "$hop" = ring ]; then
+      ring=1
+    elif [ -n "$hop" ]; then
+      die "--families: $f at v = 2 sends from stage $hop, which neither a chain nor a ring of namespaces links on $ranks ranks (neighbours only)"
+    fi
   done
 fi
+[ "$ring" -eq 0 ] || [ "$calibrate" = replay ] || die "--calibrate p2p: not with a ring of namespaces (the families $families need one on $ranks ranks): p2p measures the chain's channels only"
 
 [ "$(id -u)" -eq 0 ] || skip "network namespaces and tc need root"
 netns=("$root/tools/scripts/netns.sh" --prefix "$prefix")
@@ -485,7 +499,7 @@ cleanup() {
 }
 trap cleanup EXIT
 "${netns[@]}" destroy >/dev/null 2>&1 || true
-"${netns[@]}" create "$ranks" >/dev/null
+"${netns[@]}" create "$ranks" $([ "$ring" -eq 0 ] || echo --ring) >/dev/null
 # TCP as asked (--tcp, --tcp-idle-restart); what is in effect goes with the results.
 tcp_now=$("${netns[@]}" tcp "$tcp_cc" --idle-restart "$tcp_idle") || exit 2
 echo "$tcp_now" >"$out/tcp.txt"
@@ -607,10 +621,10 @@ apply_rate() {
   [ "$queue_kind" = per-rate ] || queue=(limit "$fixed_queue")
   if [ "$shaper" = htb ]; then
     local d ns
-    for ((i = 0; i + 1 < ranks; i++)); do
+    for ((i = 0; i + 1 < ranks + ring; i++)); do
       for d in next prev; do
         ns=$i
-        [ "$d" = next ] || ns=$((i + 1))
+        [ "$d" = next ] || ns=$(((i + 1) % ranks))
         a=$EPOCHREALTIME
         tc_run "$ns" "class change dev $d parent 1: classid 1:1 htb rate ${bits}bit ceil ${bits}bit burst $burst cburst $burst quantum 65536
 qdisc change dev $d parent 1:1 handle 10: bfifo limit $limit"
@@ -619,12 +633,12 @@ qdisc change dev $d parent 1:1 handle 10: bfifo limit $limit"
     done
     return 0
   fi
-  for ((i = 0; i + 1 < ranks; i++)); do
+  for ((i = 0; i + 1 < ranks + ring; i++)); do
     a=$EPOCHREALTIME
     tc_run "$i" "qdisc change dev next $tbf_at tbf rate ${bits}bit burst $burst ${queue[*]}"
     [ -z "${TC_LOG:-}" ] || echo "$i,next,$a,$EPOCHREALTIME" >>"$TC_LOG"
     a=$EPOCHREALTIME
-    tc_run "$((i + 1))" "qdisc change dev prev $tbf_at tbf rate ${bits}bit burst $burst ${queue[*]}"
+    tc_run "$(((i + 1) % ranks))" "qdisc change dev prev $tbf_at tbf rate ${bits}bit burst $burst ${queue[*]}"
     [ -z "${TC_LOG:-}" ] || echo "$i,prev,$a,$EPOCHREALTIME" >>"$TC_LOG"
   done
 }
@@ -746,6 +760,7 @@ EOF
   done
   set_rate "$rate_bytes"
   python3 "$root/tools/scripts/fidelity_calib.py" fit "$out/calib" "$calib_sizes" $levels "${model_bucket_args[@]}" \
+    $([ "$ring" -eq 0 ] || echo "--ring $ranks") \
     >"$out/calibration.json"
 else
   mpi "$calib" p2p --backend cpu --pipeline "$pipeline" --duration "$calib_it" --interval 0.02 \
@@ -773,7 +788,8 @@ for lv in json.load(open(sys.argv[1]))["levels"]:
     for ch in lv["channels"]:
         print(f"   {lv['nominal_bytes_per_s'] / 1e6:g} MB/s shaped, channel {ch['from']}->{ch['to']}: "
               f"{ch['rate'] / 1e6:.2f} MB/s effective ({100 * ch['efficiency']:.1f}%), "
-              f"latency {1e6 * ch['latency_s']:.0f} us, {ch['samples']} transfers")
+              f"latency {1e6 * ch['latency_s']:.0f} us, "
+              + (f"{ch['samples']} transfers" if ch["samples"] else "the chain's mean (a ring's link: no replay of the calibration uses it)"))
 EOF
 
 # The ops: a 1F1B replay of the pipeline (its first N model stages, one per rank) at its
@@ -897,14 +913,15 @@ sleep_until() {
   sleeper=""
 }
 
-# per_channel RECORDED TC_CALLS ORIGIN: beside RECORDED (time_s,value: the driver's
+# per_channel RECORDED TC_CALLS ORIGIN RANKS: beside RECORDED (time_s,value: the driver's
 # changes, each at the middle of its tc calls), RECORDED-F-T.csv per channel F->T with
 # each change at the end of the tc call that changed the sending side of its link (the
-# calls come in the order of set_rate, one group per row of RECORDED).
+# calls come in the order of set_rate, one group per row of RECORDED; a ring's link
+# RANKS-1 joins the last rank and the first).
 per_channel() {
   python3 - "$@" <<'EOF'
 import csv, sys
-rec_path, calls_path, origin = sys.argv[1], sys.argv[2], float(sys.argv[3])
+rec_path, calls_path, origin, ranks = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 rec = [r for r in csv.reader(open(rec_path)) if r and r[0][:1].isdigit()]
 calls = list(csv.DictReader(open(calls_path)))
 per = 2 * len({c["link"] for c in calls}) if calls else 0
@@ -914,7 +931,7 @@ chans = {}
 for k, (t, v) in enumerate(rec):
     for c in calls[k * per:(k + 1) * per]:
         link = int(c["link"])
-        f, to = (link, link + 1) if c["dev"] == "next" else (link + 1, link)
+        f, to = (link, (link + 1) % ranks) if c["dev"] == "next" else ((link + 1) % ranks, link)
         when = 0.0 if float(t) == 0 else max(float(c["end"]) - origin, 0.0)
         chans.setdefault((f, to), []).append((when, v))
 for (f, to), rows in chans.items():
@@ -1008,7 +1025,7 @@ EOF
       # Each channel changes when the tc call on its link's sending side ended (the
       # middle of all of a change's calls, recorded-I.csv, is up to half their span off
       # for the first and last link).
-      per_channel "$dir/recorded-$i.csv" "$dir/tc-calls-$i.csv" "$origin"
+      per_channel "$dir/recorded-$i.csv" "$dir/tc-calls-$i.csv" "$origin" "$ranks"
       network "$dir/net-sim-$i.json" trace "$dir/recorded-$i.csv" per-channel
     else
       cp "$dir/net-plan.json" "$dir/net-sim-$i.json"

@@ -2,7 +2,7 @@
 """The fidelity testbed's calibration: the fit of replayed transfers and the network it
 gives; the ops' cost beyond their profile and the pipeline it gives.
 
-    tools/scripts/fidelity_calib.py fit CALIB_DIR SIZES LEVEL [LEVEL ...] [--bucket-bytes B]
+    tools/scripts/fidelity_calib.py fit CALIB_DIR SIZES LEVEL [LEVEL ...] [--bucket-bytes B] [--ring N]
     tools/scripts/fidelity_calib.py network CALIBRATION NOMINAL FILE KIND [RATES_CSV [per-channel]]
     tools/scripts/fidelity_calib.py compute TIMELINE PIPELINE B OUT
 
@@ -18,7 +18,10 @@ also name tiny (with --bucket-bytes only): replays of messages smaller than the 
 spaced for it to refill, which leave at once; their median time is then the latency,
 and the rate comes from the largest other size with it, each message given the head
 start the bucket had for it (none for a message sent as the previous one ended; the
-model's rule). Prints the calibration JSON.
+model's rule). With --ring N (a ring of N namespaces: netns.sh create N --ring) the ring's
+link N-1 gets both its channels, N-1 -> 0 and 0 -> N-1, at each level with the mean rate
+and latency of the chain's channels: the replays are 1F1B, which never use it, and every
+link is shaped alike. Prints the calibration JSON.
 
 network: a network file FILE with the calibrated channels of CALIBRATION. KIND
 constant: each channel's effective rate at the shaped rate NOMINAL; trace: RATES_CSV
@@ -140,6 +143,23 @@ def fit(calib_dir, sizes, levels, bucket=0.0):
         doc["bucket_bytes"] = bucket
     if "tiny" in sizes:
         doc["latency_from"] = "tiny"  # messages within the bucket, not the line's intercept
+    return doc
+
+
+def close_ring(doc, ranks):
+    """Adds the channels of a ring's link ranks-1 (ranks-1 -> 0 and 0 -> ranks-1) to every
+    level of the calibration doc, at the mean rate and latency of the level's measured
+    channels, with 0 samples: the calibration's 1F1B replays never use that link."""
+    for lv in doc["levels"]:
+        measured = [c for c in lv["channels"] if c["samples"] > 0]
+        if not measured:
+            fail("fit: --ring: a level with no measured channel")
+        lat = sum(c["latency_s"] for c in measured) / len(measured)
+        rate = sum(c["rate"] for c in measured) / len(measured)
+        for f, t in ((ranks - 1, 0), (0, ranks - 1)):
+            lv["channels"].append({"from": f, "to": t, "latency_s": lat, "rate": rate,
+                                   "efficiency": rate / lv["nominal_bytes_per_s"], "samples": 0})
+    doc["ring"] = ranks
     return doc
 
 
@@ -368,7 +388,13 @@ def number(text, what, fail_with=fail, expected="a number"):
 
 
 def main(argv):
-    bucket = 0.0
+    bucket, ring = 0.0, 0
+    if "--ring" in argv:
+        i = argv.index("--ring")
+        if i + 1 >= len(argv) or not argv[i + 1].isdigit() or int(argv[i + 1]) < 3:
+            fail("--ring: needs N, the ranks of the ring (at least 3)")
+        ring = int(argv[i + 1])
+        del argv[i:i + 2]
     if "--bucket-bytes" in argv:
         i = argv.index("--bucket-bytes")
         if i + 1 >= len(argv):
@@ -384,7 +410,8 @@ def main(argv):
             fail("fit: SIZES tiny: needs --bucket-bytes B > 0 (a message smaller than the bucket)")
         for x in argv[3:]:
             number(x, "fit: LEVEL")
-        json.dump(fit(argv[1], sizes, argv[3:], bucket), sys.stdout, indent=1)
+        doc = fit(argv[1], sizes, argv[3:], bucket)
+        json.dump(close_ring(doc, ring) if ring else doc, sys.stdout, indent=1)
     elif 5 <= len(argv) <= 7 and argv[0] == "network":
         kind = argv[4]
         if kind not in ("constant", "trace") or (kind == "trace") != (len(argv) >= 6):
