@@ -659,6 +659,27 @@ TEST_F(PlanCli, RecordedOrderOfAProfiledPlanIsMadeOnTheMeasuredRates) {
     EXPECT_EQ(orders[0], orders[1]);
   }
   EXPECT_GT(others, 8);
+  // Without the plan's network input a dynamic candidate's order cannot be made; a static
+  // candidate's is its own, and runs on the network given.
+  json moved = doc;
+  for (json& in : moved.at("inputs"))
+    if (in.at("role") == "network") in["path"] = "gone/net.json";
+  const fs::path moved_path = tmp_.path() / "moved.json";
+  std::ofstream(moved_path) << moved.dump();
+  int statics = 0, dynamics = 0;
+  for (std::size_t i = 0; i < doc.at("candidates").size(); ++i) {
+    const json& c = doc.at("candidates")[i];
+    if (c.at("status") == "chosen" || c.at("predicted_iteration_time_s").is_null()) continue;
+    const std::string args = fmt::format("simulate --plan '{}' --candidate {} --recorded-order --network "
+                                         "configs/examples/toy-net-2s.json",
+                                         moved_path.string(), i);
+    if (c.at("w_fill") == "dynamic") {
+      if (dynamics++ == 0) expect_bad(args, {moved_path.string(), "inputs: the network gone/net.json is not there"});
+    } else if (statics++ == 0) {
+      EXPECT_EQ(run(args).rc, 0) << args;
+    }
+  }
+  EXPECT_GT(statics * dynamics, 0);
   // The measured rates are read like any other field.
   for (const auto& [field, value] : {std::pair{"to", json(0)}, std::pair{"from", json(9)},
                                       std::pair{"rate_bytes_per_s", json(-1.0)}}) {

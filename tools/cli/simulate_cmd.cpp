@@ -229,9 +229,11 @@ void fit_to_plan(Pipeline& pipeline, const PlannedRun& run) {
 // of the first iteration of the plan's evaluation, on the network the plan evaluated).
 Schedule recorded_schedule(const PlannedRun& run, const Pipeline& pipeline, const Scenario& scenario,
                            const std::string& plan_path, std::string& source) {
-  if (!run.chosen)
+  if (!run.chosen) {
+    if (scenario.schedule.spec.w_fill != WFill::Dynamic) return scenario.schedule;  // needs no network
     return planner::planned_order(run, pipeline, load_planned_network(run, plan_path, traces::TraceRates()),
                                   scenario.schedule);
+  }
   const nlohmann::json doc = read_json_file(plan_path);
   const Field root(doc, plan_path);
   if (!root.has("devices"))
