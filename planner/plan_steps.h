@@ -33,6 +33,9 @@ Candidate describe(const PlanContext& cx, const sim::ScheduleSpec& spec, int b, 
 // Whether the candidate's memory model fits the limit on every stage.
 bool fits(const PlanContext& cx, const Candidate& c);
 
+// The scenario evaluate simulates for the candidate, running `schedule`.
+sim::Scenario candidate_scenario(const PlanContext& cx, const Candidate& c, sim::Schedule schedule);
+
 // Simulates the candidate as evaluate does, with these options.
 sim::SimResult simulate_candidate(const PlanContext& cx, const Candidate& c, const sim::SimOptions& options);
 

@@ -67,13 +67,17 @@ sim::Schedule fixed_first_order(const sim::ScheduleSpec& spec, int D, int M, std
 
 sim::SimResult simulate_schedule(const PlanContext& cx, const Candidate& c, sim::Schedule schedule,
                                  const sim::SimOptions& options) {
-  sim::Scenario sc = sim::make_scenario(cx.pipeline_for(c.virtual_stages()), cx.network, std::move(schedule),
-                                        c.micro_batch_size, cx.options.eval_iterations);
-  sc.start_time_s = cx.options.eval_start_s;
-  return sim::simulate(sc, options);
+  return sim::simulate(candidate_scenario(cx, c, std::move(schedule)), options);
 }
 
 }  // namespace
+
+sim::Scenario candidate_scenario(const PlanContext& cx, const Candidate& c, sim::Schedule schedule) {
+  sim::Scenario sc = sim::make_scenario(cx.pipeline_for(c.virtual_stages()), cx.network, std::move(schedule),
+                                        c.micro_batch_size, cx.options.eval_iterations);
+  sc.start_time_s = cx.options.eval_start_s;
+  return sc;
+}
 
 sim::SimResult simulate_candidate(const PlanContext& cx, const Candidate& c, const sim::SimOptions& options) {
   return simulate_schedule(cx, c, sim::make_schedule(c.spec, cx.devices, c.micro_batches), options);
@@ -170,7 +174,7 @@ void place(plan_steps::PlanContext& cx, const sim::Network& network) {
 sim::Schedule chosen_orders(const plan_steps::PlanContext& cx, const Candidate& win) {
   sim::Schedule sch = sim::make_schedule(win.spec, cx.devices, win.micro_batches);
   if (win.spec.w_fill == sim::WFill::Dynamic)
-    sch.stages = plan_steps::simulate_candidate(cx, win, {.record_order = true}).executed.front();
+    sch.stages = deployed_schedule(plan_steps::candidate_scenario(cx, win, sch)).stages;
   return sch;
 }
 
