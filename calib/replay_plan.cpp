@@ -92,7 +92,9 @@ sim::Pipeline read_pipeline(const Field& root, const ReplayPlanOptions& options,
   if (pipeline.num_stages() != wanted) pipeline = planner::merge_model_stages(pipeline, wanted);
   plan.pipeline = pipeline.name;
   pipeline.global_batch_size = plan.global_batch_size;  // the plan may have overridden B
-  plan.params = pipeline.at(plan.micro_batch_size, fmt::format("{}: micro_batch_size", plan.source));
+  // The ranks run the profiles; the op overhead a pipeline may give is what a host adds.
+  plan.params = pipeline.without_op_overhead().at(plan.micro_batch_size,
+                                                   fmt::format("{}: micro_batch_size", plan.source));
   return pipeline;
 }
 

@@ -28,8 +28,8 @@ std::vector<int> merged_sizes(const std::vector<sim::StageSpec>& parts) {
   return {sizes.begin(), sizes.end()};
 }
 
-// Stages first..last of `p` at size b, with Pipeline::at's interpolation, so that the
-// merged values are exactly the sums of what a run at b uses. A copy of the first part in
+// Stages first..last of `p` at size b, with Pipeline::at's interpolation and without op
+// overhead, so that the merged values are exactly the sums of the profiles. A copy of the first part in
 // front and of the last behind give the messages at the group's ends (the last part's
 // output and the first part's gradient, when the file lists one).
 std::vector<sim::StageParams> group_at(const sim::Pipeline& p, int first, int last, int b) {
@@ -40,7 +40,7 @@ std::vector<sim::StageParams> group_at(const sim::Pipeline& p, int first, int la
   window.stages.push_back(p.stages[first]);
   window.stages.insert(window.stages.end(), p.stages.begin() + first, p.stages.begin() + last + 1);
   window.stages.push_back(p.stages[last]);
-  const std::vector<sim::StageParams> all = window.at(b);
+  const std::vector<sim::StageParams> all = window.without_op_overhead().at(b);  // the merged stage pays it once
   return {all.begin() + 1, all.end() - 1};
 }
 
@@ -50,6 +50,7 @@ sim::StageSpec merge_group(const sim::Pipeline& p, int first, int last) {
   for (const auto& st : parts) {
     merged.static_bytes += st.static_bytes;
     merged.optimizer_s += st.optimizer_s;
+    merged.op_overhead_s += st.op_overhead_s / static_cast<double>(parts.size());
   }
   for (const int b : merged_sizes(parts)) {
     const std::vector<sim::StageParams> at = group_at(p, first, last, b);
@@ -100,6 +101,7 @@ nlohmann::ordered_json pipeline_file_json(const sim::Pipeline& p) {
     nlohmann::ordered_json sj;
     sj["static_bytes"] = st.static_bytes;
     sj["optimizer_s"] = st.optimizer_s;
+    if (st.op_overhead_s > 0) sj["op_overhead_s"] = st.op_overhead_s;
     auto& prof = sj["profile"] = nlohmann::ordered_json::array();
     for (const sim::ProfilePoint& pt : st.profile) prof.push_back(sim::profile_point_json(pt));
     stages.push_back(std::move(sj));

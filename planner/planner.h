@@ -50,7 +50,8 @@ std::vector<int> peak_inflight(const sim::Schedule& schedule);
 // into `model_stages` model stages (docs/model.md section 11): forward, backward, I and
 // W times, static bytes and optimizer times, activation and weight-gradient bytes add; the
 // message inside a group disappears; a merged model stage sends its last part's
-// output_bytes and its first part's grad_output_bytes. Profiles are merged at every size
+// output_bytes and its first part's grad_output_bytes; its op overhead is the parts' mean
+// (one op, one overhead). Profiles are merged at every size
 // any part lists within the range all cover, so interpolation stays exact (to rounding).
 // Throws InputError naming --devices when model_stages does not divide J; J itself
 // returns the pipeline unchanged.

@@ -56,10 +56,11 @@ ProfilePoint read_point(const Field& e, bool last) {
 StageSpec read_stage(const Field& st, bool last) {
   st.require_object();
   // layers and layer_names: what `partition` cut into the stage (informational).
-  st.check_keys({"static_bytes", "optimizer_s", "profile", "layers", "layer_names"}, "a stage");
+  st.check_keys({"static_bytes", "optimizer_s", "op_overhead_s", "profile", "layers", "layer_names"}, "a stage");
   StageSpec spec;
   if (st.has("static_bytes")) spec.static_bytes = read_bytes(st.at("static_bytes"));
   if (st.has("optimizer_s")) spec.optimizer_s = read_time(st.at("optimizer_s"));
+  if (st.has("op_overhead_s")) spec.op_overhead_s = read_time(st.at("op_overhead_s"));
   Field prof = st.at("profile");
   if (prof.size() == 0) prof.fail("empty profile: list at least one micro-batch size");
   std::size_t with_grad = 0;
@@ -125,6 +126,12 @@ int Pipeline::max_micro_batch_size() const {
   return hi;
 }
 
+Pipeline Pipeline::without_op_overhead() const {
+  Pipeline p = *this;
+  for (StageSpec& st : p.stages) st.op_overhead_s = 0;
+  return p;
+}
+
 namespace {
 struct Interp {
   const ProfilePoint* lo;
@@ -174,6 +181,11 @@ std::vector<StageParams> Pipeline::at(int b, const std::string& what) const {
     p.act = in(&ProfilePoint::activation_bytes);
     p.bwd_input = in.of(&ProfilePoint::input_s);
     p.bwd_weight = in.of(&ProfilePoint::weight_s);
+    const double o = stages[s].op_overhead_s;  // every op pays it, each half of a split backward too
+    p.fwd += o;
+    p.bwd += o;
+    p.bwd_input += o;
+    p.bwd_weight += o;
     p.wgrad = std::min(in.of(&ProfilePoint::weight_bytes), p.act);
     p.out = s + 1 < S ? in(&ProfilePoint::output_bytes) : 0.0;
     p.static_bytes = stages[s].static_bytes;

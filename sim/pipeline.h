@@ -48,6 +48,10 @@ struct ProfilePoint {
 struct StageSpec {
   double static_bytes = 0;
   double optimizer_s = 0;
+  // What the host adds to every op of the stage (F, B, I, W) beyond its profile: a
+  // launch or a wake-up, measured (docs/model.md §1, "Op overhead"). Not summed when
+  // model stages merge: a merged op pays it once.
+  double op_overhead_s = 0;
   std::vector<ProfilePoint> profile;  // sorted by micro_batch_size, strictly increasing
 };
 
@@ -76,9 +80,13 @@ struct Pipeline {
   int min_micro_batch_size() const;
   int max_micro_batch_size() const;
   // Per-stage parameters at micro-batch size b (linear interpolation between measured
-  // sizes). Throws InputError if b does not divide the global batch or lies outside a
-  // stage's profile; `what` names the option or field that supplied b.
+  // sizes), each op's duration with its stage's op_overhead_s added. Throws InputError
+  // if b does not divide the global batch or lies outside a stage's profile; `what`
+  // names the option or field that supplied b.
   std::vector<StageParams> at(int b, const std::string& what = "--micro-batch-size") const;
+  // The pipeline with no op overhead: what its profiles alone give (the ops a replay
+  // runs, whose host adds its own).
+  Pipeline without_op_overhead() const;
 };
 
 Pipeline load_pipeline(const std::filesystem::path& path);

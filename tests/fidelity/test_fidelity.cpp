@@ -447,6 +447,35 @@ TEST(ReplayPlan, ChosenAndOtherCandidates) {
               HasSubstr("bad.json: devices"));
 }
 
+// A pipeline's op overhead is what a host adds to every op: the plan predicts with it,
+// and the ranks of a replay run the profiles alone (their host adds its own).
+TEST(ReplayPlan, RanksRunTheProfilesNotTheOpOverhead) {
+  TempDir tmp;
+  const std::string bare = std::string(SOURCE_ROOT) + "/configs/fidelity/pipeline-2.json";
+  json doc = json::parse(clirunner::slurp(bare));
+  for (json& st : doc["stages"]) st["op_overhead_s"] = 0.002;
+  const auto pipe = tmp.write("pipe.json", doc);
+  const auto plan_with = tmp.path() / "with.json", plan_bare = tmp.path() / "bare.json";
+  for (const auto& [pipeline, plan] : {std::pair{pipe.string(), plan_with}, std::pair{bare, plan_bare}}) {
+    const auto r = clirunner::run_adagrouper(fmt::format("plan --pipeline {} --network {}/configs/fidelity/net-200mbit.json "
+                                                         "--output {}",
+                                                         pipeline, SOURCE_ROOT, plan.string()),
+                                             tmp.path());
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  const json with = json::parse(clirunner::slurp(plan_with)), without = json::parse(clirunner::slurp(plan_bare));
+  const calib::ReplayPlan run = calib::load_replay_plan(plan_with.string(), {pipe.string(), 0});
+  const calib::ReplayPlan ref = calib::load_replay_plan(plan_with.string(), {bare, 0});
+  ASSERT_EQ(run.params.size(), 2u);
+  for (std::size_t s = 0; s < 2; ++s) {
+    EXPECT_EQ(run.params[s].fwd, ref.params[s].fwd) << s;
+    EXPECT_EQ(run.params[s].bwd, ref.params[s].bwd) << s;
+  }
+  // The same candidate, predicted with and without the overhead: at least one op longer.
+  EXPECT_GT(with["candidates"][0]["predicted_iteration_time_s"].get<double>(),
+            without["candidates"][0]["predicted_iteration_time_s"].get<double>() + 0.002);
+}
+
 // A plan made with `plan --model` has no pipeline file among its inputs: the replay cuts
 // the model at the plan's bounds, the pipeline the planner ran (equal to the one
 // --pipeline-output writes); bounds that do not cut the model are one line of bad input.
@@ -1292,9 +1321,9 @@ TEST(Testbed, FitClosesARingWithTheChainsMean) {
 // forward starts 20 us after its first ends and runs 10 us long (30 us of overhead), its
 // backward starts when its input arrives and runs to the profile (0: the stage's mean is
 // 15 us); stage 1's forward starts 40 us after its input arrives and runs to the profile
-// (40 us). Each stage's mean is added to every op of it, each half of a split backward
-// included, and its share of the stage's forward is reported (a warning above 5%: the
-// host is short of CPU); bad arguments are one line.
+// (40 us). Each stage's mean becomes its op_overhead_s, and its share of the stage's
+// forward is reported (a warning above 5%: the host is short of CPU); bad arguments are
+// one line.
 TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
   int rc = 0;
   const std::string out = python_in_scripts(
@@ -1313,16 +1342,22 @@ TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
       "m[\"stages\"][1][\"op_overhead_s\"], m[\"stages\"][1][\"overhead_share\"] = 4e-4, 4e-4 / 0.007\n"
       "print(f.host_warning(m))\n"
       "p = json.load(open(d + \"/out.json\"))\n"
-      "for s in p[\"stages\"]: print([[round(x[k] * 1e6, 6) for k in (\"forward_s\", \"backward_s\", \"backward_input_s\", "
-      "\"backward_weight_s\")] for x in s[\"profile\"]])",
+      "for s in p[\"stages\"]: print(round(s[\"op_overhead_s\"] * 1e6, 6), [[round(x[k] * 1e6, 6) for k in "
+      "(\"forward_s\", \"backward_s\")] for x in s[\"profile\"]])\n"
+      "json.dump({\"name\": \"p\", \"global_batch_size\": 4, \"stages\": [st] * 4}, open(d + \"/p4.json\", \"w\"))\n"
+      "f.compute(d + \"/t.json\", d + \"/p4.json\", 2, d + \"/out4.json\")\n"
+      "print([round(s[\"op_overhead_s\"] * 1e6, 6) for s in json.load(open(d + \"/out4.json\"))[\"stages\"]])",
       rc);
   ASSERT_EQ(rc, 0) << out;
+  // The profiles stay; the model adds op_overhead_s to every op (sim_test's
+  // PipelineFile.OpOverhead*). Four model stages on the replay's two: the mean to each.
   EXPECT_EQ(out,
             "[(2, 15.0, 0.002142857), (1, 40.0, 0.005714286)] 27.5 ''\n"
             "the host adds 400 us to every op of stage 1 (5.7% of its forward at b = 2; above 5% the ranks are short "
             "of CPU): the model adds the mean, not its spread, so expect errors beyond the model's own\n"
-            "[[4015.0, 8015.0, 4015.0, 4015.0], [13015.0, 26015.0, 13015.0, 13015.0]]\n"
-            "[[4040.0, 8040.0, 4040.0, 4040.0], [13040.0, 26040.0, 13040.0, 13040.0]]\n");
+            "15.0 [[4000.0, 8000.0], [13000.0, 26000.0]]\n"
+            "40.0 [[4000.0, 8000.0], [13000.0, 26000.0]]\n"
+            "[27.5, 27.5, 27.5, 27.5]\n");
   // A stage with no op measured (here stage 1 of 3: its ops' events are missing) is
   // refused by number, and nothing is written.
   const std::string gap = python_in_scripts(
@@ -1513,8 +1548,9 @@ TEST(Testbed, ReducedRunEndToEnd) {
   const json measured_ops = json::parse(clirunner::slurp(tmp.path() / "calib" / "compute.json"));
   EXPECT_EQ(measured_ops["stages"].size(), 2u);
   const json sim_pipeline = json::parse(clirunner::slurp(tmp.path() / "pipeline-sim.json"));
-  const json stage0 = sim_pipeline["stages"][0]["profile"][0];
-  EXPECT_DOUBLE_EQ(stage0["forward_s"].get<double>(), 0.004 + measured_ops["stages"][0]["op_overhead_s"].get<double>());
+  EXPECT_EQ(sim_pipeline["stages"][0]["profile"][0]["forward_s"].get<double>(), 0.004);
+  EXPECT_DOUBLE_EQ(sim_pipeline["stages"][0]["op_overhead_s"].get<double>(),
+                   std::max(0.0, measured_ops["stages"][0]["op_overhead_s"].get<double>()));
   EXPECT_THAT(clirunner::slurp(tmp.path() / "preempted" / "plan.json"), HasSubstr("pipeline-sim.json"));
   // For each candidate the driver recorded the rate changes it applied, from time 0: as
   // a whole (recorded-I.csv) and per link, at the end of the tc call that changed it

@@ -132,6 +132,36 @@ TEST(Merge, PipelineFileReadsBackToTheSameNumbers) {
   }
 }
 
+// A merged model stage runs as one op on its device, so it pays one op overhead, the
+// parts' mean, not their sum; the pipeline file keeps it.
+TEST(Merge, AMergedOpPaysTheOpOverheadOnce) {
+  Rng rng(17);
+  sim::Pipeline p = dyadic_pipeline(rng, 4, 4);
+  const double o[] = {0.25, 0.75, 0.5, 0.5};
+  for (int j = 0; j < 4; ++j) p.stages[j].op_overhead_s = o[j];
+  const sim::Pipeline merged = planner::merge_model_stages(p, 2);
+  const sim::Pipeline bare = planner::merge_model_stages(p.without_op_overhead(), 2);
+  ASSERT_EQ(merged.num_stages(), 2);
+  EXPECT_EQ(merged.stages[0].op_overhead_s, 0.5);
+  EXPECT_EQ(merged.stages[1].op_overhead_s, 0.5);
+  const sim::Pipeline back =
+      sim::parse_pipeline(nlohmann::json::parse(planner::pipeline_file_json(merged).dump()), "back.json");
+  for (int b : {1, 2}) {
+    const auto x = merged.at(b), y = bare.at(b), z = back.at(b);
+    for (int j = 0; j < 2; ++j) {
+      EXPECT_EQ(x[j].fwd, y[j].fwd + 0.5) << b << " " << j;
+      EXPECT_EQ(x[j].bwd, y[j].bwd + 0.5);
+      EXPECT_EQ(x[j].bwd_input, y[j].bwd_input + 0.5);
+      EXPECT_EQ(x[j].bwd_weight, y[j].bwd_weight + 0.5);
+      EXPECT_EQ(x[j].act, y[j].act);
+      EXPECT_EQ(x[j].fwd, z[j].fwd);
+      EXPECT_EQ(x[j].bwd_weight, z[j].bwd_weight);
+    }
+  }
+  // Without overhead the file has no such field (plans of profiled pipelines unchanged).
+  EXPECT_FALSE(planner::pipeline_file_json(bare)["stages"][0].contains("op_overhead_s"));
+}
+
 TEST(Merge, UnmergedIsTheSamePipelineAndBadCountsAreErrors) {
   Rng rng(5);
   const sim::Pipeline p = dyadic_pipeline(rng, 4, 2);

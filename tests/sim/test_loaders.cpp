@@ -132,6 +132,69 @@ TEST(PipelineFile, DefaultsAndNameFromFile) {
   EXPECT_DOUBLE_EQ(p.stages[1].optimizer_s, 0.0);
 }
 
+// A stage's op_overhead_s lasts every op of the stage longer: F, B, and each half of a
+// split backward; the pipeline without it gives the profiles alone.
+TEST(PipelineFile, OpOverheadLengthensEveryOpOfItsStage) {
+  json doc = good_pipeline();
+  doc["stages"][1]["op_overhead_s"] = 0.125;
+  doc["stages"][1]["profile"][0]["backward_weight_s"] = 4;
+  const auto p = sim::parse_pipeline(doc, "o.json");
+  EXPECT_EQ(p.stages[0].op_overhead_s, 0.0);
+  EXPECT_EQ(p.stages[1].op_overhead_s, 0.125);
+  const auto at1 = p.at(1), bare = p.without_op_overhead().at(1);
+  EXPECT_EQ(at1[0].fwd, 1.0);  // stage 0 has none
+  EXPECT_EQ(at1[0].bwd, 3.0);
+  EXPECT_EQ(at1[1].fwd, 2.125);
+  EXPECT_EQ(at1[1].bwd, 6.125);
+  EXPECT_EQ(at1[1].bwd_input, 2.125);  // backward_s - backward_weight_s, then the overhead
+  EXPECT_EQ(at1[1].bwd_weight, 4.125);
+  EXPECT_EQ(bare[1].fwd, 2.0);
+  EXPECT_EQ(bare[1].bwd_input, 2.0);
+  EXPECT_EQ(bare[1].bwd_weight, 4.0);
+  EXPECT_EQ(at1[1].act, bare[1].act);
+  EXPECT_EQ(p.without_op_overhead().stages[1].op_overhead_s, 0.0);
+  EXPECT_EQ(p.stages[1].op_overhead_s, 0.125);  // the copy, not the pipeline, lost it
+}
+
+// A run over a pipeline with op overhead o is the run over the pipeline whose profiles
+// last o longer, to the bit: unsplit (F + o, B + o) and split (I + o, W + o).
+TEST(PipelineFile, OpOverheadRunsAsLongerProfiles) {
+  for (const bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split backward" : "one backward");
+    json with = good_pipeline(), longer = good_pipeline();
+    for (int s = 0; s < 2; ++s) {
+      const double o = s == 0 ? 0.25 : 0.5;
+      with["stages"][s]["op_overhead_s"] = o;
+      for (json& e : longer["stages"][s]["profile"]) {
+        const double b = e["backward_s"].get<double>();
+        e["forward_s"] = e["forward_s"].get<double>() + o;
+        e["backward_s"] = b + o;
+        if (split) {  // each half pays it: the file gives both halves
+          e["backward_input_s"] = b / 2 + o;
+          e["backward_weight_s"] = b / 2 + o;
+        }
+      }
+    }
+    sim::ScheduleSpec spec = sim::ScheduleSpec::named("1f1b", std::nullopt);
+    spec.split_backward = split;
+    // b = 1, a measured size: no interpolation to round differently.
+    const sim::Schedule sch = sim::make_schedule(spec, 2, 12);
+    const sim::Network net = sim::Network::uniform(2, 4.0);
+    const sim::SimResult a = sim::simulate(sim::make_scenario(sim::parse_pipeline(with, "w.json"), net, sch, 1, 2));
+    const sim::SimResult b = sim::simulate(sim::make_scenario(sim::parse_pipeline(longer, "l.json"), net, sch, 1, 2));
+    EXPECT_EQ(a.total_time_s, b.total_time_s);
+    EXPECT_GT(a.total_time_s, sim::simulate(sim::make_scenario(sim::parse_pipeline(good_pipeline(), "g.json"), net,
+                                                               sch, 1, 2))
+                                  .total_time_s);
+    ASSERT_EQ(a.stages.size(), b.stages.size());
+    for (std::size_t s = 0; s < a.stages.size(); ++s) {
+      EXPECT_EQ(a.stages[s].busy_s, b.stages[s].busy_s);
+      EXPECT_EQ(a.stages[s].bubble_s, b.stages[s].bubble_s);
+      EXPECT_EQ(a.stages[s].peak_memory_bytes, b.stages[s].peak_memory_bytes);
+    }
+  }
+}
+
 TEST(PipelineFile, MicroBatchSizeChecks) {
   const auto p = sim::parse_pipeline(good_pipeline(), "pipe.json");
   // Does not divide the global batch (12).
@@ -183,6 +246,10 @@ TEST(PipelineFile, BadInputNamesFileAndField) {
        "stages[1].profile[1].grad_output_bytes", ">= 0"},
       {"negative static", [](json& d) { d["stages"][0]["static_bytes"] = -1; }, "stages[0].static_bytes", ">= 0"},
       {"negative optimizer", [](json& d) { d["stages"][0]["optimizer_s"] = -0.5; }, "stages[0].optimizer_s", ">= 0"},
+      {"negative op overhead", [](json& d) { d["stages"][1]["op_overhead_s"] = -1e-6; }, "stages[1].op_overhead_s",
+       ">= 0"},
+      {"op overhead mistyped", [](json& d) { d["stages"][0]["op_overhead_s"] = true; }, "stages[0].op_overhead_s",
+       "must be"},
       {"empty profile", [](json& d) { d["stages"][1]["profile"] = json::array(); }, "stages[1].profile",
        "empty profile"},
       {"profile not an array", [](json& d) { d["stages"][1]["profile"] = 3; }, "stages[1].profile",

@@ -797,7 +797,8 @@ EOF
 # rate (the regime of the candidates' runs: ops that wait for a message wake up when it
 # arrives), measures per stage each op's cost beyond its profile from the instant the
 # model would start it to its end (fidelity_calib.py compute); the simulated pipeline
-# adds it to every op of the stage.
+# gives it as each stage's op_overhead_s (the model adds it to every op, once per op of
+# model stages merged).
 sim_pipeline=$pipeline
 if [ "$calib_compute" = on ]; then
   python3 - "$pipeline" "$out/calib/pipeline-compute.json" "$ranks" <<'EOF'

@@ -34,8 +34,9 @@ compute: per stage of a replay of PIPELINE at micro-batch size B (its measured
 TIMELINE), the mean cost of an op beyond its profiled duration: from the instant the
 model would start it (the later of the stage's previous op's end and its input's
 arrival) to its end, minus the profile's duration. Writes PIPELINE with that overhead
-added to every op of the stage (F, B, and each half of a split backward) to OUT; prints
-the measurement as JSON.
+as each stage's op_overhead_s (the model adds it to every op: F, B, and each half of a
+split backward; with more model stages than the replay had stages, the stages' mean to
+each) to OUT; prints the measurement as JSON.
 
 Exit status 2 with one line on bad arguments.
 """
@@ -232,18 +233,6 @@ def profile_at(stage, b):
     fail(f"compute: b = {b} lies outside a stage's profile")
 
 
-def with_overhead(point, o):
-    """A profile entry whose every op lasts o longer: F, B, and each half of a split
-    backward (so that a split backward, two ops, pays it twice)."""
-    p = dict(point)
-    i = p.get("backward_input_s", p["backward_s"] - p["backward_weight_s"] if "backward_weight_s" in p
-              else p["backward_s"] / 2)
-    w = p.get("backward_weight_s", p["backward_s"] - i)
-    p.update(forward_s=p["forward_s"] + o, backward_s=p["backward_s"] + o, backward_input_s=i + o,
-             backward_weight_s=w + o)
-    return p
-
-
 def read_pipeline(path):
     """A pipeline file's JSON, checked for what compute reads: stages, each with a profile
     of entries with numbers micro_batch_size, forward_s and backward_s; else one line
@@ -285,9 +274,9 @@ def compute(timeline, pipeline_path, b, out_path):
     """The compute calibration of a replay at micro-batch size b of pipeline_path's ops
     (its timeline): per stage, each op's cost beyond its profiled duration, from the
     instant it could start (ready_ops) to its end, averaged over the stage's ops. Writes
-    the pipeline with that overhead added to every op of the stage to out_path (with more
-    model stages than the replay had stages, the stages' mean to each) and returns the
-    measurement."""
+    the pipeline with that overhead as each stage's op_overhead_s to out_path (with more
+    model stages than the replay had stages, the stages' mean to each; a negative mean,
+    ops faster than their profile, as 0) and returns the measurement."""
     pipe = read_pipeline(pipeline_path)
     per = {}
     for e, ready in ready_ops(read_events(timeline)):
@@ -306,9 +295,10 @@ def compute(timeline, pipeline_path, b, out_path):
         r["op_overhead_s"] = r["start_latency_s"] + r["duration_excess_s"]
         r["overhead_share"] = r["op_overhead_s"] / profile_at(pipe["stages"][r["stage"]], b)[0]
     mean = sum(r["op_overhead_s"] for r in rows) / len(rows)
+    # The model adds a stage's op_overhead_s to each of its ops, once per op also where
+    # the planner merges model stages into one (docs/model.md, "Op overhead").
     for s, st in enumerate(pipe["stages"]):
-        o = rows[s]["op_overhead_s"] if len(pipe["stages"]) == len(rows) else mean
-        st["profile"] = [with_overhead(p, o) for p in st["profile"]]
+        st["op_overhead_s"] = max(0.0, rows[s]["op_overhead_s"] if len(pipe["stages"]) == len(rows) else mean)
     pipe["description"] = (f"{pipe.get('description', '')} Calibrated: every op costs the overhead the testbed "
                            f"measured (fidelity_calib.py compute, b = {b}).").strip()
     with open(out_path + ".tmp", "w") as f:  # renamed when complete
