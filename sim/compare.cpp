@@ -23,6 +23,9 @@ namespace adagrouper::sim {
 std::string Summary::label() const {
   ScheduleSpec spec = ScheduleSpec::named(schedule, schedule == "kfkb" ? std::optional<int>(k) : std::nullopt);
   spec.virtual_stages = virtual_stages;
+  spec.split_backward = split_backward;
+  spec.w_fill = w_fill;
+  spec.max_pending_w = max_pending_w;
   return spec.label(micro_batch_size);
 }
 
@@ -38,6 +41,7 @@ std::vector<std::string_view> keys_of(const nlohmann::ordered_json& object) {
 // Exactly the keys summary_json writes, at the top, per stage and per channel.
 void check_summary_keys(const Field& root) {
   SimResult sample;
+  sample.spec.split_backward = true;  // the keys written where an option set the backward
   sample.stages.resize(1);
   sample.channels.resize(1);
   const nlohmann::ordered_json written = summary_json(sample);
@@ -48,6 +52,19 @@ void check_summary_keys(const Field& root) {
     for (std::size_t i = 0; i < entries.size(); ++i)
       if (entries.at(i).is_object()) entries.at(i).check_keys(keys_of(written[list][0]));
   }
+}
+
+// split_backward, w_fill and max_pending_w of a plan's candidate or a summary, where it
+// gives them.
+void read_backward_fields(const Field& c, bool& split_backward, WFill& w_fill, std::optional<int>& max_pending_w) {
+  if (c.has("split_backward")) split_backward = c.at("split_backward").boolean();
+  if (c.has("w_fill")) {
+    const std::string w = c.at("w_fill").string();
+    if (w != "static" && w != "dynamic") c.at("w_fill").fail(fmt::format("must be static or dynamic, got '{}'", w));
+    w_fill = w == "dynamic" ? WFill::Dynamic : WFill::Static;
+  }
+  if (c.has("max_pending_w") && !c.at("max_pending_w").json().is_null())
+    max_pending_w = c.at("max_pending_w").int_in(0, kMaxBatchSize);
 }
 
 // busy_s and bubble_s summed over the iterations: bounded so that the comparison's
@@ -69,6 +86,7 @@ Summary parse_summary(const nlohmann::json& doc, const std::string& source) {
   s.micro_batches = root.at("micro_batches").int_in(1, kMaxBatchSize);
   s.stages = root.at("stages").int_in(1, kMaxStages);
   if (root.has("virtual_stages")) s.virtual_stages = root.at("virtual_stages").int_in(1, kMaxStages);
+  read_backward_fields(root, s.split_backward, s.w_fill, s.max_pending_w);
   s.iterations = root.at("iterations").int_in(1);
   const Field times = root.at("iteration_times_s");
   times.require_array();
@@ -143,14 +161,7 @@ ScheduleSpec planned_spec(const Field& c) {
   ScheduleSpec spec =
       ScheduleSpec::named(family, f->takes_k ? std::optional<int>(c.at("k").int_in(1, kMaxBatchSize)) : std::nullopt);
   if (c.has("virtual_stages")) spec.virtual_stages = c.at("virtual_stages").int_in(1, kMaxStages);
-  if (c.has("split_backward")) spec.split_backward = c.at("split_backward").boolean();
-  if (c.has("w_fill")) {
-    const std::string w = c.at("w_fill").string();
-    if (w != "static" && w != "dynamic") c.at("w_fill").fail(fmt::format("must be static or dynamic, got '{}'", w));
-    spec.w_fill = w == "dynamic" ? WFill::Dynamic : WFill::Static;
-  }
-  if (c.has("max_pending_w") && !c.at("max_pending_w").json().is_null())
-    spec.max_pending_w = c.at("max_pending_w").int_in(0, kMaxBatchSize);
+  read_backward_fields(c, spec.split_backward, spec.w_fill, spec.max_pending_w);
   return spec;
 }
 

@@ -38,6 +38,10 @@ struct Summary {
   int micro_batches = 0;
   int stages = 0;
   int virtual_stages = 1;  // model stages per stage (absent in summaries of older versions: 1)
+  // How the backward ran, where an option set it (absent otherwise: a family's own).
+  bool split_backward = false;
+  WFill w_fill = WFill::Static;
+  std::optional<int> max_pending_w;
   int iterations = 0;
   std::vector<double> iteration_times_s;
   double total_time_s = 0;
@@ -48,7 +52,8 @@ struct Summary {
   };
   std::vector<Stage> per_stage;
 
-  // "kfkb k=2 b=4", "1f1b b=8", "interleaved-1f1b v=2 b=2": names a candidate.
+  // "kfkb k=2 b=4", "1f1b b=8", "interleaved-1f1b v=2 b=2",
+  // "kfkb k=5 split-backward w-fill=dynamic b=2": names a candidate.
   std::string label() const;
 };
 

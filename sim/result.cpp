@@ -39,6 +39,15 @@ nlohmann::ordered_json summary_json(const SimResult& r) {
   j["stages"] = r.num_stages;
   j["virtual_stages"] = r.virtual_stages;
   j["model_stages"] = r.model_stages;
+  if (r.spec.split_backward || r.spec.w_fill == WFill::Dynamic) {  // how the backward ran, where an option set it
+    j["split_backward"] = r.spec.split_backward;
+    j["w_fill"] = r.spec.w_fill == WFill::Dynamic ? "dynamic" : "static";
+    if (r.spec.max_pending_w) {
+      j["max_pending_w"] = *r.spec.max_pending_w;
+    } else {
+      j["max_pending_w"] = nullptr;
+    }
+  }
   j["iterations"] = r.iterations;
   j["start_time_s"] = r.start_time_s;
   j["iteration_times_s"] = r.iteration_times_s;

@@ -115,6 +115,35 @@ TEST(Compare, MismatchedRunsAreBadInput) {
   EXPECT_THAT(testutil::input_error([&] { parsed(bad, "x.json"); }), HasSubstr("busy_s"));
 }
 
+// Two runs that differ only in how their backward ran are told apart: the summary
+// writes the options that set it, and compare's label names them.
+TEST(Compare, LabelNamesHowTheBackwardRan) {
+  const sim::Pipeline pipe = sim::load_pipeline(std::string(SOURCE_ROOT) + "/configs/examples/toy-4.json");
+  const sim::Network net = sim::load_network(std::string(SOURCE_ROOT) + "/configs/examples/toy-net-0.5s.json", 4);
+  std::vector<std::string> labels;
+  for (const std::optional<int> bound : {std::optional<int>(), std::optional<int>(2)}) {
+    sim::ScheduleSpec spec = sim::ScheduleSpec::named("kfkb", 2);
+    spec.split_backward = true;
+    spec.w_fill = sim::WFill::Dynamic;
+    spec.max_pending_w = bound;
+    const sim::SimResult run = sim::simulate(sim::make_scenario(pipe, net, sim::make_schedule(spec, 4, 8), 1, 1));
+    const json written = sim::summary_json(run);
+    EXPECT_EQ(written["w_fill"], "dynamic");
+    labels.push_back(sim::compare(parsed(written, "p.json"), parsed(written, "m.json")).label);
+  }
+  EXPECT_EQ(labels[0], "kfkb k=2 split-backward w-fill=dynamic b=1");
+  EXPECT_EQ(labels[1], "kfkb k=2 split-backward w-fill=dynamic max-pending-w=2 b=1");
+  // Without those options the summary has no such fields, and the label is as before.
+  const json plain = sim::summary_json(
+      sim::simulate(sim::make_scenario(pipe, net, sim::make_named("kfkb", 4, 8, 2), 1, 1)));
+  EXPECT_FALSE(plain.contains("w_fill"));
+  EXPECT_EQ(parsed(plain, "p.json").label(), "kfkb k=2 b=1");
+  json bad = plain;
+  bad["w_fill"] = "eager";
+  EXPECT_THAT(testutil::input_error([&] { parsed(bad, "x.json"); }),
+              HasSubstr("x.json: w_fill: must be static or dynamic"));
+}
+
 // Three candidates whose measured order swaps the last two: C = 2, D = 1, tau = 1/3.
 TEST(Compare, RankingOfCandidates) {
   std::vector<sim::Comparison> cs;
