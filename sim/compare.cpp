@@ -86,6 +86,7 @@ Summary parse_summary(const nlohmann::json& doc, const std::string& source) {
   s.micro_batches = root.at("micro_batches").int_in(1, kMaxBatchSize);
   s.stages = root.at("stages").int_in(1, kMaxStages);
   if (root.has("virtual_stages")) s.virtual_stages = root.at("virtual_stages").int_in(1, kMaxStages);
+  s.backward_given = root.has("w_fill");
   read_backward_fields(root, s.split_backward, s.w_fill, s.max_pending_w);
   s.iterations = root.at("iterations").int_in(1);
   const Field times = root.at("iteration_times_s");
@@ -278,7 +279,10 @@ Comparison compare(const Summary& p, const Summary& m) {
   });
 
   Comparison c;
-  c.label = p.label();
+  // Named as measured where the measured run says how its backward ran: a replay of a
+  // dynamic W fill candidate is predicted by the static order its programs fix
+  // (simulate --recorded-order), and only the replay names the candidate.
+  c.label = (m.backward_given ? m : p).label();
   c.predicted_source = p.source;
   c.measured_source = m.source;
   for_each_run_field([&](const char*, auto of_summary, auto of_comparison) { c.*of_comparison = p.*of_summary; });
@@ -484,13 +488,15 @@ std::string comparison_text(const std::vector<Comparison>& cs, const std::option
                          d.busy_predicted_s, d.busy_measured_s, d.busy_error_pct, d.bubble_predicted_s,
                          d.bubble_measured_s);
   } else {
-    out += fmt::format("  {:<3} {:<18} {:>12} {:>12} {:>8} {:>7} {:>7} {:>8} {:>8}\n", "#", "candidate",
+    std::size_t width = 18;  // the candidate column: as wide as its longest label
+    for (const auto& c : cs) width = std::max(width, c.label.size());
+    out += fmt::format("  {:<3} {:<{}} {:>12} {:>12} {:>8} {:>7} {:>7} {:>8} {:>8}\n", "#", "candidate", width,
                        "predicted s", "measured s", "error", "MAPE", "median", "bubble p", "bubble m");
     for (std::size_t i = 0; i < cs.size(); ++i) {
       const Comparison& c = cs[i];
       const bool pick = ranking && ranking->chosen && *ranking->chosen == static_cast<int>(i);
-      out += fmt::format("{} {:<3} {:<18} {:>12.6g} {:>12.6g} {:>+7.2f}% {:>6.2f}% {:>6.2f}% {:>7.1f}% {:>7.1f}%\n",
-                         pick ? '*' : ' ', i, c.label, c.mean_predicted_s, c.mean_measured_s, c.mean_error_pct,
+      out += fmt::format("{} {:<3} {:<{}} {:>12.6g} {:>12.6g} {:>+7.2f}% {:>6.2f}% {:>6.2f}% {:>7.1f}% {:>7.1f}%\n",
+                         pick ? '*' : ' ', i, c.label, width, c.mean_predicted_s, c.mean_measured_s, c.mean_error_pct,
                          c.mape_pct, c.median_abs_error_pct, 100 * c.bubble_fraction_predicted,
                          100 * c.bubble_fraction_measured);
     }

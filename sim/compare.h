@@ -39,6 +39,7 @@ struct Summary {
   int stages = 0;
   int virtual_stages = 1;  // model stages per stage (absent in summaries of older versions: 1)
   // How the backward ran, where an option set it (absent otherwise: a family's own).
+  bool backward_given = false;  // the summary gives the three fields
   bool split_backward = false;
   WFill w_fill = WFill::Static;
   std::optional<int> max_pending_w;

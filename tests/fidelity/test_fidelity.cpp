@@ -116,7 +116,8 @@ TEST(Compare, MismatchedRunsAreBadInput) {
 }
 
 // Two runs that differ only in how their backward ran are told apart: the summary
-// writes the options that set it, and compare's label names them.
+// writes the options that set it, and compare's label names them, as the measured run
+// gives them where it does.
 TEST(Compare, LabelNamesHowTheBackwardRan) {
   const sim::Pipeline pipe = sim::load_pipeline(std::string(SOURCE_ROOT) + "/configs/examples/toy-4.json");
   const sim::Network net = sim::load_network(std::string(SOURCE_ROOT) + "/configs/examples/toy-net-0.5s.json", 4);
@@ -133,6 +134,18 @@ TEST(Compare, LabelNamesHowTheBackwardRan) {
   }
   EXPECT_EQ(labels[0], "kfkb k=2 split-backward w-fill=dynamic b=1");
   EXPECT_EQ(labels[1], "kfkb k=2 split-backward w-fill=dynamic max-pending-w=2 b=1");
+  // Predicted by the order a fill recorded (static), measured as the candidate (a
+  // replay writes its plan's): named as measured.
+  sim::ScheduleSpec fixed = sim::ScheduleSpec::named("kfkb", 2);
+  fixed.split_backward = true;
+  const json recorded =
+      sim::summary_json(sim::simulate(sim::make_scenario(pipe, net, sim::make_schedule(fixed, 4, 8), 1, 1)));
+  EXPECT_EQ(recorded["w_fill"], "static");
+  json replayed = recorded;
+  replayed["w_fill"] = "dynamic";
+  replayed["max_pending_w"] = 2;
+  EXPECT_EQ(sim::compare(parsed(recorded, "p.json"), parsed(replayed, "m.json")).label,
+            "kfkb k=2 split-backward w-fill=dynamic max-pending-w=2 b=1");
   // Without those options the summary has no such fields, and the label is as before.
   const json plain = sim::summary_json(
       sim::simulate(sim::make_scenario(pipe, net, sim::make_named("kfkb", 4, 8, 2), 1, 1)));
