@@ -34,7 +34,8 @@ network file's traces; iterations run back to back.
 
 Inputs (docs/formats.md):
   pipeline file  JSON: global_batch_size, memory_limit_bytes, and per stage
-                 static_bytes, optimizer_s and a profile of measured micro-batch sizes
+                 static_bytes, optimizer_s, op_overhead_s (what the host adds to
+                 every op, measured) and a profile of measured micro-batch sizes
                  (forward_s, backward_s, activation_bytes, output_bytes,
                  grad_output_bytes); sizes in between are interpolated linearly.
                  With split backward: backward_input_s, backward_weight_s (default:

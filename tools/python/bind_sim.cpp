@@ -55,7 +55,8 @@ Pipeline(path) reads a file; Pipeline(dict, source="<dict>") takes the document 
             return out;
           },
           py::arg("micro_batch_size"),
-          "Per-stage parameters at micro-batch size b (interpolated between measured sizes).")
+          "Per-stage parameters at micro-batch size b (interpolated between measured sizes; each op's\n"
+          "duration includes its stage's op_overhead_s).")
       .def("__repr__", [](const sim::Pipeline& p) {
         return fmt::format("<adagrouper.Pipeline '{}': {} stages, B={}, from {}>", p.name, p.num_stages(),
                            p.global_batch_size, p.source);
