@@ -254,7 +254,10 @@ struct NetnsChain {
 }  // namespace
 
 // Two namespaces joined by a veth pair shaped to 200 Mbit/s: the rate p2p measures on the
-// shaped channel is the shaping rate (25e6 bytes/s) within 15%.
+// shaped channel is the shaping rate (25e6 bytes/s) within 15%, in its fastest message.
+// The shaper caps every message, and a host that stalls a rank only slows some (on a
+// slowed host single messages took up to 1.6 times the others, enough to pull the mean
+// below 85%).
 TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
   testutil::TempDir dir;
   const auto check = shell("'" + kNetns + "' check", dir.path());
@@ -273,13 +276,11 @@ TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto net = adagrouper::sim::load_network(out / "network.json", 2, adagrouper::traces::TraceRates());
   const double latency = net.channel(0, 1).latency_s;
-  double bytes = 0, seconds = 0;
-  for (const auto& s : adagrouper::traces::load_transfer_samples(out / "samples/0-1.csv")) {
-    bytes += s.bytes;
-    seconds += s.duration_s - latency;
-  }
-  const double rate = bytes / seconds;
-  EXPECT_NEAR(rate / 25e6, 1.0, 0.15) << "measured " << rate << " bytes/s";
+  double rate = 0;
+  const auto samples = adagrouper::traces::load_transfer_samples(out / "samples/0-1.csv");
+  ASSERT_GE(samples.size(), 2u);
+  for (const auto& s : samples) rate = std::max(rate, s.bytes / (s.duration_s - latency));
+  EXPECT_NEAR(rate / 25e6, 1.0, 0.15) << "measured " << rate << " bytes/s in the fastest message";
   EXPECT_TRUE(net.channel(1, 0).unlimited());  // not recorded with --direction forward
 }
 
