@@ -1165,10 +1165,12 @@ TEST(Testbed, BucketProbe) {
   EXPECT_THAT(out, HasSubstr("tbf rate 20mbit, bucket 125000 bytes"));
   EXPECT_THAT(out, HasSubstr("left alone:"));
   // tbf refills its 125000-byte bucket at every change: 0.4 to 0.8 of it measured
-  // (docs/fidelity.md); a run-to-run wobble is a few hundredths at this rate.
+  // (docs/fidelity.md); a run-to-run wobble is a few hundredths at this rate. Only the
+  // changes made while bytes were counted divide the excess: counting those made while
+  // the stream started too once gave 0.10 on a slow host.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(per change: -?[0-9]+ bytes \((-?[0-9.]+) of the bucket\))"))) << out;
-  EXPECT_GT(std::stod(m[1].str()), 0.1) << out;
+  EXPECT_GT(std::stod(m[1].str()), 0.25) << out;
 #endif
 }
 

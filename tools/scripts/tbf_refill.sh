@@ -74,30 +74,52 @@ change() {
   fi
 }
 
-# The receiver counts the bytes of T seconds from the first one; the sender writes
-# 64 KiB blocks for T + 1 seconds.
+# The receiver counts the bytes of T seconds from the first one, and marks that first one
+# by creating the file it is given; the sender writes
+# 64 KiB blocks for T + 1 seconds. Neither waits for ever: the sender retries its connect
+# for 10 s (a slow host may start it before the receiver listens), and the receiver gives
+# up, with one line and exit 1, after 20 s without a connection or 10 s without a byte.
 cat >"$work/rx.py" <<'PY'
 import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("10.77.1.2", 5001))
 s.listen(1)
-c, _ = s.accept()
-n, t0, dur = 0, None, float(sys.argv[1])
-while True:
-    b = c.recv(1 << 20)
-    if not b:
-        break
-    t0 = t0 or time.monotonic()
-    n += len(b)
-    if time.monotonic() - t0 > dur:
-        break
+s.settimeout(20)
+c = None
+try:
+    c, _ = s.accept()
+    c.settimeout(10)
+    n, t0, dur = 0, None, float(sys.argv[1])
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        if t0 is None:
+            t0 = time.monotonic()
+            open(sys.argv[2], "w").close()
+        n += len(b)
+        if time.monotonic() - t0 > dur:
+            break
+except socket.timeout:
+    sys.exit("tbf_refill.sh: the receiver timed out: the sender " +
+             ("never connected" if c is None else "stopped sending"))
+if t0 is None:
+    sys.exit("tbf_refill.sh: the sender closed without sending a byte")
 print(n, time.monotonic() - t0)
 PY
 cat >"$work/tx.py" <<'PY'
 import socket, sys, time
-s = socket.socket()
-s.connect(("10.77.1.2", 5001))
+deadline = time.monotonic() + 10
+while True:
+    try:
+        s = socket.create_connection(("10.77.1.2", 5001), timeout=2)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit("tbf_refill.sh: the sender could not connect to the receiver in 10 s")
+        time.sleep(0.1)
+s.settimeout(None)
 buf, end = b"x" * 65536, time.monotonic() + float(sys.argv[1]) + 1
 try:
     while time.monotonic() < end:
@@ -108,26 +130,34 @@ PY
 
 # stream MODE: prints "BYTES SECONDS CHANGES".
 stream() {
-  "${netns[@]}" exec 1 python3 "$work/rx.py" "$seconds" >"$work/rx.out" &
+  rm -f "$work/started"
+  "${netns[@]}" exec 1 python3 "$work/rx.py" "$seconds" "$work/started" >"$work/rx.out" &
   local rx=$! changes=0
   sleep 0.3
   "${netns[@]}" exec 0 python3 "$work/tx.py" "$seconds" &
   local tx=$!
   if [ "$1" = changes ]; then
+    # Only the changes within the measured seconds count: from the first byte received.
+    while [ ! -e "$work/started" ] && kill -0 "$rx" 2>/dev/null; do sleep 0.01; done
     while kill -0 "$rx" 2>/dev/null; do
       change
       changes=$((changes + 1))
       sleep "$period"
     done
   fi
-  wait "$rx"
+  local rc=0
+  wait "$rx" || rc=$?
   kill "$tx" 2>/dev/null || true
   wait "$tx" 2>/dev/null || true
+  [ "$rc" -eq 0 ] || return 1
   echo "$(cat "$work/rx.out") $changes"
 }
 
-read -r b0 s0 _ < <(stream steady)
-read -r b1 s1 n1 < <(stream changes)
+# A stream that failed has said why on stderr; its line is missing, and so is the report.
+steady=$(stream steady) || exit 1
+changed=$(stream changes) || exit 1
+read -r b0 s0 _ <<<"$steady"
+read -r b1 s1 n1 <<<"$changed"
 python3 - "$rate" "$burst" "$b0" "$s0" "$b1" "$s1" "$n1" "$shaper" <<'PY'
 import sys
 rate, burst = sys.argv[1], int(sys.argv[2])
