@@ -21,13 +21,7 @@ void schedule_fields(const Candidate& c, nlohmann::ordered_json& j) {
   j["schedule"] = c.spec.family;
   j["k"] = c.k;
   j["virtual_stages"] = c.spec.virtual_stages;
-  j["split_backward"] = c.spec.split_backward;
-  j["w_fill"] = c.spec.w_fill == sim::WFill::Dynamic ? "dynamic" : "static";
-  if (c.spec.max_pending_w) {
-    j["max_pending_w"] = *c.spec.max_pending_w;
-  } else {
-    j["max_pending_w"] = nullptr;
-  }
+  sim::backward_fields_json(c.spec, j);
 }
 
 nlohmann::ordered_json candidate_json(const Candidate& c) {

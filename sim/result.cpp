@@ -28,6 +28,16 @@ bool SimResult::fits_memory() const {
                      [&](const StageResult& s) { return s.peak_memory_bytes <= *memory_limit_bytes; });
 }
 
+void backward_fields_json(const ScheduleSpec& spec, nlohmann::ordered_json& j) {
+  j["split_backward"] = spec.split_backward;
+  j["w_fill"] = spec.w_fill == WFill::Dynamic ? "dynamic" : "static";
+  if (spec.max_pending_w) {
+    j["max_pending_w"] = *spec.max_pending_w;
+  } else {
+    j["max_pending_w"] = nullptr;
+  }
+}
+
 nlohmann::ordered_json summary_json(const SimResult& r) {
   nlohmann::ordered_json j;
   j["pipeline"] = r.pipeline;
@@ -39,15 +49,7 @@ nlohmann::ordered_json summary_json(const SimResult& r) {
   j["stages"] = r.num_stages;
   j["virtual_stages"] = r.virtual_stages;
   j["model_stages"] = r.model_stages;
-  if (r.spec.split_backward || r.spec.w_fill == WFill::Dynamic) {  // how the backward ran, where an option set it
-    j["split_backward"] = r.spec.split_backward;
-    j["w_fill"] = r.spec.w_fill == WFill::Dynamic ? "dynamic" : "static";
-    if (r.spec.max_pending_w) {
-      j["max_pending_w"] = *r.spec.max_pending_w;
-    } else {
-      j["max_pending_w"] = nullptr;
-    }
-  }
+  if (r.spec.split_backward || r.spec.w_fill == WFill::Dynamic) backward_fields_json(r.spec, j);  // where an option set it
   j["iterations"] = r.iterations;
   j["start_time_s"] = r.start_time_s;
   j["iteration_times_s"] = r.iteration_times_s;

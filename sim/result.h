@@ -112,6 +112,10 @@ struct SimResult {
 // channels, and memory-limit checks. Field order is fixed.
 nlohmann::ordered_json summary_json(const SimResult& r);
 
+// How the backward ran: split_backward, w_fill ("static" or "dynamic") and max_pending_w
+// (null when unbounded), as the summary and the plan's candidates write them.
+void backward_fields_json(const ScheduleSpec& spec, nlohmann::ordered_json& j);
+
 // The human summary `adagrouper simulate` prints by default.
 std::string summary_text(const SimResult& r);
 
