@@ -66,19 +66,35 @@ if [ "$mode" = findings ]; then
   exit $status
 fi
 
-for t in "${targets[@]}"; do
-  name=${t#fuzz_}
-  mkdir -p "$work/$name"
-  if [ -d "tests/fuzz/corpus/$name" ]; then cp tests/fuzz/corpus/"$name"/* "$work/$name/"; fi
-  echo "== $t for $mode s ($(ls "$work/$name" | wc -l) seeds)"
-  status=0
+# fuzz_one TARGET: runs TARGET on a copy of its corpus for $mode s; its log in $work.
+fuzz_one() {
+  local t=$1 name=${1#fuzz_} status=0
   build-fuzz/tests/fuzz/"$t" "${common[@]}" -max_total_time="$mode" -print_final_stats=1 \
     -artifact_prefix="build-fuzz/artifacts/$name-" "$work/$name" >"$work/$name.log" 2>&1 || status=$?
-  grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)' "$work/$name.log" || true
-  if [ "$status" -ne 0 ]; then
-    tail -60 "$work/$name.log" >&2
-    echo "$t: FAILED (the input is in build-fuzz/artifacts/$name-*)" >&2
-    exit 1
-  fi
+  echo "$status" >"$work/$name.status"
+}
+
+# One target per core at a time (each is one process, one thread); their reports follow
+# in name order.
+jobs=$(nproc 2>/dev/null || echo 1)
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  batch=("${targets[@]:i:jobs}")
+  for t in "${batch[@]}"; do
+    name=${t#fuzz_}
+    mkdir -p "$work/$name"
+    if [ -d "tests/fuzz/corpus/$name" ]; then cp tests/fuzz/corpus/"$name"/* "$work/$name/"; fi
+    fuzz_one "$t" &
+  done
+  wait
+  for t in "${batch[@]}"; do
+    name=${t#fuzz_}
+    echo "== $t for $mode s ($(ls tests/fuzz/corpus/"$name" 2>/dev/null | wc -l) seeds)"
+    grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)' "$work/$name.log" || true
+    if [ "$(cat "$work/$name.status")" -ne 0 ]; then
+      tail -60 "$work/$name.log" >&2
+      echo "$t: FAILED (the input is in build-fuzz/artifacts/$name-*)" >&2
+      exit 1
+    fi
+  done
 done
 echo "fuzz: all ${#targets[@]} targets ran for $mode s each without a failure"
