@@ -155,8 +155,9 @@ case "$cmd" in
     ;;
   test-sanitize)
     # No Python module: an ASan-built extension cannot be loaded into an uninstrumented python3.
-    # Unoptimized, with line tables only (-g1): enough for the sanitizers' stacks, and about
-    # a fifth less compile time than full debug information (docs/performance.md, "CI").
+    # Unoptimized, with line tables only (-g1): enough for the sanitizers' stacks, and a
+    # fifth less compile time than full debug information on a large file (the whole
+    # build's gain is within this host's noise; docs/performance.md, "CI").
     build build-sanitize -Doptimization=0 -Ddebug=false -Db_ndebug=false -Dcpp_args=-g1 -Db_sanitize=address,undefined -Db_lundef=false \
       -Dbenchmarks=false -Dcuda=disabled -Dnccl=disabled -Dmpi=disabled -Dpython=disabled
     # Two binaries at a time: under ASan the suite is CPU-bound and a binary uses one core.

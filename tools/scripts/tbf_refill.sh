@@ -23,7 +23,7 @@
 #
 # Needs root and network namespaces (exit 77 without them); uses a chain of its own
 # (`netns.sh --prefix agr`: namespaces agr0, agr1) and removes it at the end. Bad
-# options: one line, exit 2.
+# options: one line, exit 2; a stream that never connects or stalls: one line, exit 1.
 set -euo pipefail
 
 die() {
@@ -75,10 +75,10 @@ change() {
 }
 
 # The receiver counts the bytes of T seconds from the first one, and marks that first one
-# by creating the file it is given; the sender writes
-# 64 KiB blocks for T + 1 seconds. Neither waits for ever: the sender retries its connect
-# for 10 s (a slow host may start it before the receiver listens), and the receiver gives
-# up, with one line and exit 1, after 20 s without a connection or 10 s without a byte.
+# by creating the file it is given; the sender writes 64 KiB blocks for T + 1 seconds.
+# Neither waits for ever: the sender retries its connect for 10 s (a slow host may start
+# it before the receiver listens), and the receiver gives up, with one line and exit 1,
+# after 20 s without a connection or 10 s without a byte.
 cat >"$work/rx.py" <<'PY'
 import socket, sys, time
 s = socket.socket()
