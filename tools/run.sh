@@ -5,7 +5,7 @@
 #   tools/run.sh plan [ARGS]       build/adagrouper plan ARGS (default: the GPT example)
 #   tools/run.sh simulate [ARGS]   build/adagrouper simulate ARGS (default: the toy example)
 #   tools/run.sh test       every test; ends with "N passed, N failed"
-#   tools/run.sh test-sanitize   the test suite built with ASan+UBSan in build-sanitize/ (two binaries at a time)
+#   tools/run.sh test-sanitize   the test suite built with clang's ASan+UBSan in build-sanitize/ (two binaries at a time)
 #   tools/run.sh bench      the benchmarks of docs/performance.md
 #   tools/run.sh fuzz [SECONDS]    the loaders' fuzz targets (clang >= 16, libFuzzer) on their corpora
 #   tools/run.sh build      configure and build only
@@ -154,12 +154,11 @@ case "$cmd" in
     run_tests build
     ;;
   test-sanitize)
-    # No Python module: an ASan-built extension cannot be loaded into an uninstrumented python3.
-    # Unoptimized, with line tables only (-g1): enough for the sanitizers' stacks, and a
-    # fifth less compile time than full debug information on a large file (the whole
-    # build's gain is within this host's noise; docs/performance.md, "CI").
-    build build-sanitize -Doptimization=0 -Ddebug=false -Db_ndebug=false -Dcpp_args=-g1 -Db_sanitize=address,undefined -Db_lundef=false \
-      -Dbenchmarks=false -Dcuda=disabled -Dnccl=disabled -Dmpi=disabled -Dpython=disabled
+    # clang with ASan+UBSan, unoptimized, line tables only: build-sanitize/, the build the
+    # fuzz targets use too (tools/scripts/sanitize-build.sh).
+    packages+=(clang-16 libclang-rt-16-dev)
+    install_missing
+    tools/scripts/sanitize-build.sh --optimization 0
     # Two binaries at a time: under ASan the suite is CPU-bound and a binary uses one core.
     # (The release suite runs them one by one: its testbed tests measure shaped links.)
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 run_tests build-sanitize 2
@@ -195,8 +194,8 @@ case "$cmd" in
   fuzz)
     # The loaders' libFuzzer targets (tests/fuzz/), each run on its corpus for ${1:-30}
     # seconds; `fuzz findings` replays the saved findings instead.
-    packages=(meson ninja-build pkg-config libboost-graph-dev libboost-program-options-dev nlohmann-json3-dev
-              libfmt-dev libssl-dev zlib1g-dev libopenmpi-dev openmpi-bin clang-16 libclang-rt-16-dev)
+    # They build in build-sanitize/, the sanitizer suite's build, which configures the tests too.
+    packages+=(clang-16 libclang-rt-16-dev)
     install_missing
     exec tests/fuzz/run.sh "${1:-30}"
     ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of the loaders with clang in build-fuzz/ and runs each on
-# its corpus (tests/fuzz/corpus/TARGET) for SECONDS (default 30), one target per core at a
-# time; or replays the saved findings (tests/fuzz/findings/TARGET-*) once each and says
+# Builds the libFuzzer targets of the loaders in build-sanitize/ (clang, ASan+UBSan:
+# tools/scripts/sanitize-build.sh) and runs each on its corpus (tests/fuzz/corpus/TARGET)
+# for SECONDS (default 30), one target per core at a time; or replays the saved findings (tests/fuzz/findings/TARGET-*) once each and says
 # which still fail.
 #
 #   tests/fuzz/run.sh [SECONDS]     exits non-zero on the first crash, hang or sanitizer report
@@ -9,43 +9,23 @@
 #
 # The targets run from the repository root: sweep specs, network files and plans name
 # other files relative to it. The corpora are copied first, so a run does not change
-# them; a failing input is kept as build-fuzz/artifacts/TARGET-crash-* (or -timeout-*,
+# them; a failing input is kept as build-sanitize/artifacts/TARGET-crash-* (or -timeout-*,
 # -oom-*, -leak-*).
 #
 # ADAGROUPER_FUZZ_OPTIMIZATION (default 1) is the targets' optimization level; CI's
-# few-second runs take 0, which builds in about half the time and still finds what
-# crashes on the corpora (a long fuzzing session wants 1).
+# few-second runs take 0, which builds in about half the time, still finds what crashes
+# on the corpora, and is the level of the sanitizer suite (tools/run.sh test-sanitize),
+# so the two share one build (a long fuzzing session wants 1).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 mode=${1:-30}
 
-# clang >= 16 (C++20 lambdas that capture structured bindings); $CXX when it is set.
-cxx=${CXX:-}
-if [ -z "$cxx" ]; then
-  for c in clang++-19 clang++-18 clang++-17 clang++-16; do
-    if command -v "$c" >/dev/null; then cxx=$c; break; fi
-  done
-fi
-if [ -z "$cxx" ] || ! command -v "$cxx" >/dev/null; then
-  echo "fuzz/run.sh: clang++ >= 16 is missing (apt-get install clang-16 libclang-rt-16-dev)" >&2
-  exit 1
-fi
-# A build-fuzz/ configured with another compiler (an older clang) is configured again.
-if [ -f build-fuzz/build.ninja ] && ! grep -q "\"$cxx\"" build-fuzz/meson-info/intro-compilers.json 2>/dev/null; then
-  rm -rf build-fuzz
-fi
 opt=${ADAGROUPER_FUZZ_OPTIMIZATION:-1}
 case "$opt" in 0 | 1 | 2 | 3 | g | s) ;; *) echo "fuzz/run.sh: ADAGROUPER_FUZZ_OPTIMIZATION: 0, 1, 2, 3, g or s, got '$opt'" >&2; exit 2 ;; esac
-if [ ! -f build-fuzz/build.ninja ]; then
-  CXX=$cxx meson setup build-fuzz -Dfuzz=true -Dtests=false -Dbenchmarks=false -Dcuda=disabled -Dnccl=disabled \
-    -Doptimization="$opt" -Ddebug=false -Db_ndebug=false >&2
-else
-  meson configure build-fuzz -Doptimization="$opt" >&2
-fi
-mapfile -t targets < <(ninja -C build-fuzz -t targets all | sed -n 's#^tests/fuzz/\(fuzz_[a-z0-9_]*\): .*#\1#p' | sort -u)
-ninja -C build-fuzz "${targets[@]/#/tests/fuzz/}" >&2
-mkdir -p build-fuzz/artifacts
+tools/scripts/sanitize-build.sh --optimization "$opt" fuzz
+mapfile -t targets < <(find build-sanitize/tests/fuzz -maxdepth 1 -type f -name 'fuzz_*' -perm -u+x -printf '%f\n' | sort)
+mkdir -p build-sanitize/artifacts
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(-rss_limit_mb=2048 -timeout=20 -max_len=65536 -dict=tests/fuzz/fuzz.dict)
@@ -57,7 +37,7 @@ if [ "$mode" = findings ]; then
     case "$f" in *.md) continue ;; esac
     t=$(basename "$f")
     t=fuzz_${t%%-*}
-    if build-fuzz/tests/fuzz/"$t" "${common[@]}" "$f" >"$work/log" 2>&1; then
+    if build-sanitize/tests/fuzz/"$t" "${common[@]}" "$f" >"$work/log" 2>&1; then
       echo "fixed    $f ($t)"
     else
       echo "FAILS    $f ($t): $(grep -m1 -E 'ERROR|runtime error|fuzz:|terminate|Assertion' "$work/log" || tail -1 "$work/log")"
@@ -70,8 +50,8 @@ fi
 # fuzz_one TARGET: runs TARGET on a copy of its corpus for $mode s; its log in $work.
 fuzz_one() {
   local t=$1 name=${1#fuzz_} status=0
-  build-fuzz/tests/fuzz/"$t" "${common[@]}" -max_total_time="$mode" -print_final_stats=1 \
-    -artifact_prefix="build-fuzz/artifacts/$name-" "$work/$name" >"$work/$name.log" 2>&1 || status=$?
+  build-sanitize/tests/fuzz/"$t" "${common[@]}" -max_total_time="$mode" -print_final_stats=1 \
+    -artifact_prefix="build-sanitize/artifacts/$name-" "$work/$name" >"$work/$name.log" 2>&1 || status=$?
   echo "$status" >"$work/$name.status"
 }
 
@@ -93,7 +73,7 @@ for ((i = 0; i < ${#targets[@]}; i += jobs)); do
     grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)' "$work/$name.log" || true
     if [ "$(cat "$work/$name.status")" -ne 0 ]; then
       tail -60 "$work/$name.log" >&2
-      echo "$t: FAILED (the input is in build-fuzz/artifacts/$name-*)" >&2
+      echo "$t: FAILED (the input is in build-sanitize/artifacts/$name-*)" >&2
       exit 1
     fi
   done
