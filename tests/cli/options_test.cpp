@@ -22,9 +22,7 @@ using clirunner::Outcome;
 
 namespace {
 
-const std::string kToy =
-    "simulate --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json --schedule kfkb "
-    "--k 2 -b 1";
+using clirunner::kToyKfkb;
 const std::string kToyPlan = "plan --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json";
 const std::string kTrace = "traces/data/periodic-50pct-10s.json";
 
@@ -45,14 +43,14 @@ class OptionValues : public clirunner::DirTest {
 TEST_F(OptionValues, IntegersAreRangeChecked) {
   // Text outside int is refused by the parser, naming the option.
   expect_refused(kToyPlan + " --global-batch-size 4294967304", "--global-batch-size");
-  expect_refused(kToy + " --iterations 99999999999", "--iterations");
-  expect_refused(kToy + " -b 4294967297", "micro-batch-size");
+  expect_refused(kToyKfkb + " --iterations 99999999999", "--iterations");
+  expect_refused(kToyKfkb + " -b 4294967297", "micro-batch-size");
   // Ints the models cannot hold are refused before any work.
   expect_refused(kToyPlan + " --global-batch-size 2147483647", "--global-batch-size: must be in 1..16777216");
   expect_refused(kToyPlan + " --global-batch-size -8", "--global-batch-size");
   expect_refused(kToyPlan + " --iterations 2000000000", "--iterations: must be in 1..1000000");
-  expect_refused(kToy + " --iterations 2147483647", "--iterations: must be in 1..1000000");
-  expect_refused(kToy + " --iterations 0", "--iterations");
+  expect_refused(kToyKfkb + " --iterations 2147483647", "--iterations: must be in 1..1000000");
+  expect_refused(kToyKfkb + " --iterations 0", "--iterations");
   expect_refused("schedule kfkb --k 0 --stages 4 --micro-batches 8", "--k");
   expect_refused("schedule kfkb --k 2 --stages 100000 --micro-batches 8", "--stages: must be in 1..4096");
   expect_refused("schedule kfkb --k 2 --stages 4 --micro-batches 2147483647", "--micro-batches");
@@ -72,17 +70,17 @@ TEST_F(OptionValues, IntegersAreRangeChecked) {
 
 TEST_F(OptionValues, TimesMustBeResolvable) {
   for (const char* t : {"1e17", "1e16", "9e9", "-1", "-1ms", "1e17us"}) {
-    expect_refused(kToy + " --start-time " + t, "--start-time", "8588934592");
+    expect_refused(kToyKfkb + " --start-time " + t, "--start-time", "8588934592");
     expect_refused(kToyPlan + " --start-time " + t, "--start-time");
   }
   // nan and inf are no numbers to the parser of units.
   for (const char* t : {"nan", "inf"}) {
-    expect_refused(kToy + " --start-time " + t, "--start-time", "is invalid: must be a number of seconds");
+    expect_refused(kToyKfkb + " --start-time " + t, "--start-time", "is invalid: must be a number of seconds");
     expect_refused(kToyPlan + " --eval-start " + t, "--start-time");
   }
   expect_refused("partition --model configs/models/gpt2-xl.json --stages 4 -b 1 --start-time 1e17", "--start-time");
   // Just under the limit the answer is still exact: 49 s, as at time 0.
-  const Outcome late = run(kToy + " --start-time 8e9 --json");
+  const Outcome late = run(kToyKfkb + " --start-time 8e9 --json");
   ASSERT_EQ(late.rc, 0) << late.err;
   EXPECT_THAT(late.out, HasSubstr("\"mean_iteration_time_s\": 49.0"));
 }
@@ -148,7 +146,7 @@ TEST_F(OptionValues, UnitsMeanTheirPlainNumbers) {
   };
   same(kToyPlan + " --memory-limit 17179869184 --json", kToyPlan + " --memory-limit 16GiB --json");
   same(kToyPlan + " --start-time 90 --json", kToyPlan + " --start-time 1.5min --json");
-  same(kToy + " --start-time 0.0005 --json", kToy + " --start-time 500us --json");
+  same(kToyKfkb + " --start-time 0.0005 --json", kToyKfkb + " --start-time 500us --json");
   same("trace synth periodic --high 3.125e9 --low 3.125e8 --period-s 10 --low-fraction 0.4 --phase-s 0.25",
        "trace synth periodic --high 25Gbit/s --low '2.5 Gbps' --period-s 10s --low-fraction 0.4 --phase-s 250ms");
   same("trace synth steps --levels 1e9,2.5e8 --durations-s 60,0.5",
@@ -165,9 +163,9 @@ TEST_F(OptionValues, UnitsMeanTheirPlainNumbers) {
                  "Tbit)");
   expect_refused(kToyPlan + " --memory-limit 5ms", "--memory-limit", "\"ms\" is a time unit, not a size unit");
   expect_refused(kToyPlan + " --memory-limit 0GiB", "--memory-limit: must be a positive number of bytes");
-  expect_refused(kToy + " --start-time 5GB", "--start-time", "not a time unit");
-  expect_refused(kToy + " --start-time ''", "--start-time", "empty");
-  expect_refused(kToy + " --start-time 5s5", "--start-time", "unexpected");
+  expect_refused(kToyKfkb + " --start-time 5GB", "--start-time", "not a time unit");
+  expect_refused(kToyKfkb + " --start-time ''", "--start-time", "empty");
+  expect_refused(kToyKfkb + " --start-time 5s5", "--start-time", "unexpected");
   expect_refused("trace synth periodic --high 25Gbit --low 1 --period-s 1 --low-fraction 0.5", "--high",
                  "\"Gbit\" is a size unit, not a rate unit");
   expect_refused("trace synth steps --levels 1,2x --durations-s 1,1", "--levels: \"2x\": unknown rate unit");

@@ -32,9 +32,7 @@ using clirunner::slurp;
 
 namespace {
 
-const std::string kToy =
-    "simulate --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json --schedule kfkb "
-    "--k 2 -b 1";
+using clirunner::kToyKfkb;
 
 class Outputs : public clirunner::DirTest {
  protected:
@@ -57,9 +55,9 @@ struct Writer {
 std::vector<Writer> writers(const std::string& dir) {
   const std::string pipe = "--pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json";
   return {
-      {"simulate", kToy, "--output"},
-      {"timeline", kToy, "--timeline"},
-      {"export", kToy, "--export-schedule"},
+      {"simulate", kToyKfkb, "--output"},
+      {"timeline", kToyKfkb, "--timeline"},
+      {"export", kToyKfkb, "--export-schedule"},
       {"schedule", "schedule zbv --stages 4 --micro-batches 8", "--output"},
       {"synth", "trace synth periodic --high 2 --low 1 --period-s 10 --low-fraction 0.5", "--output"},
       {"import", "trace import traces/data/periodic-50pct-10s.json", "--output"},
@@ -98,7 +96,7 @@ TEST_F(Outputs, DeviceNodeStaysADevice) {
   if (::mknod(at("null").c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0)
     GTEST_SKIP() << "mknod is not permitted here";
   for (const char* opt : {"--output", "--timeline"}) {
-    const Outcome r = run(kToy + " " + opt + " " + q("null"));
+    const Outcome r = run(kToyKfkb + " " + opt + " " + q("null"));
     EXPECT_EQ(r.rc, 0) << r.err;
     struct stat st {};
     ASSERT_EQ(::lstat(at("null").c_str(), &st), 0);
@@ -111,7 +109,7 @@ TEST_F(Outputs, FifoIsWrittenThrough) {
   ASSERT_EQ(::mkfifo(at("fifo").c_str(), 0600), 0);
   std::string got;
   std::thread reader([&] { got = slurp(at("fifo")); });
-  const Outcome r = run(kToy + " --output " + q("fifo"));
+  const Outcome r = run(kToyKfkb + " --output " + q("fifo"));
   release_reader(at("fifo"));
   reader.join();
   EXPECT_EQ(r.rc, 0) << r.err;
@@ -122,7 +120,7 @@ TEST_F(Outputs, FifoIsWrittenThrough) {
 }
 
 TEST_F(Outputs, SymlinkWritesItsTargetAndStaysALink) {
-  ASSERT_EQ(run(kToy + " --output " + q("p.json")).rc, 0);
+  ASSERT_EQ(run(kToyKfkb + " --output " + q("p.json")).rc, 0);
   for (const Writer& w : writers(dir_.string())) {
     if (std::string(w.name) == "sweep" && !has_toy_sweep()) {
       continue;
@@ -138,7 +136,7 @@ TEST_F(Outputs, SymlinkWritesItsTargetAndStaysALink) {
   }
   // A dangling link creates its target.
   fs::remove(at("target"));
-  ASSERT_EQ(run(kToy + " --output " + q("link")).rc, 0);
+  ASSERT_EQ(run(kToyKfkb + " --output " + q("link")).rc, 0);
   EXPECT_TRUE(fs::is_symlink(at("link")));
   EXPECT_THAT(slurp(at("target")), HasSubstr("\"schedule\": \"kfkb\""));
   expect_no_temporaries();
@@ -151,7 +149,7 @@ TEST_F(Outputs, ReplacedFileKeepsItsModeAndOwner) {
   if (root) {
     ASSERT_EQ(::chown(at("private.json").c_str(), 65534, 65534), 0);
   }
-  const Outcome r = run(kToy + " --output " + q("private.json"));
+  const Outcome r = run(kToyKfkb + " --output " + q("private.json"));
   ASSERT_EQ(r.rc, 0) << r.err;
   struct stat st {};
   ASSERT_EQ(::stat(at("private.json").c_str(), &st), 0);
@@ -192,7 +190,7 @@ TEST_F(Outputs, AnOutputIsNeverAnInput) {
     }
   }
   // Two outputs in one file.
-  const Outcome two = run(kToy + " --output " + q("x.json") + " --timeline " + q("x.json"));
+  const Outcome two = run(kToyKfkb + " --output " + q("x.json") + " --timeline " + q("x.json"));
   EXPECT_EQ(two.rc, 2);
   EXPECT_THAT(two.err, HasSubstr("--timeline: "));
   EXPECT_EQ(slurp(at("pipe.json")), pipeline);
@@ -266,7 +264,7 @@ TEST_F(Outputs, SweepToStdoutAndToADevice) {
 TEST_F(Outputs, AFailedRunKeepsEarlierOutputs) {
   write("ok.json", "earlier");
   write("rows.csv", "earlier rows");
-  const Outcome sim = run(kToy + " --output " + q("ok.json") + " --timeline " + q("nodir/t.json"));
+  const Outcome sim = run(kToyKfkb + " --output " + q("ok.json") + " --timeline " + q("nodir/t.json"));
   EXPECT_EQ(sim.rc, 1);
   EXPECT_THAT(sim.err, HasSubstr("--timeline: "));
   EXPECT_EQ(slurp(at("ok.json")), "earlier");
@@ -277,7 +275,7 @@ TEST_F(Outputs, AFailedRunKeepsEarlierOutputs) {
   EXPECT_EQ(slurp(at("rows.csv")), "earlier rows");
   // Bad input found after the outputs were set up.
   write("bad.csv", "not a stage trace");
-  const Outcome bad = run(kToy + " --output " + q("ok.json") + " --stage-trace " + q("bad.csv"));
+  const Outcome bad = run(kToyKfkb + " --output " + q("ok.json") + " --stage-trace " + q("bad.csv"));
   EXPECT_EQ(bad.rc, 2);
   EXPECT_EQ(slurp(at("ok.json")), "earlier");
   expect_no_temporaries();
@@ -342,7 +340,7 @@ TEST_F(Outputs, SignalsRemoveTemporaries) {
 
 TEST_F(Outputs, StdoutWriteErrorsFail) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  for (const std::string& args : {kToy + " --json", kToy + " --output -", std::string("schedule zbv --stages 4 "
+  for (const std::string& args : {kToyKfkb + " --json", kToyKfkb + " --output -", std::string("schedule zbv --stages 4 "
                                                                                       "--micro-batches 8"),
                                   std::string("--help"), std::string("help plan")}) {
     const Outcome r = run(args + " >/dev/full");
@@ -353,7 +351,7 @@ TEST_F(Outputs, StdoutWriteErrorsFail) {
 }
 
 TEST_F(Outputs, DashIsStdoutEverywhere) {
-  ASSERT_EQ(run(kToy + " --output " + q("p.json")).rc, 0);
+  ASSERT_EQ(run(kToyKfkb + " --output " + q("p.json")).rc, 0);
   for (const Writer& w : writers(dir_.string())) {
     if (std::string(w.name) == "sweep") continue;  // SweepToStdoutAndToADevice
     const Outcome file = run(w.args + " " + w.output + " " + q("out"));
@@ -367,21 +365,21 @@ TEST_F(Outputs, DashIsStdoutEverywhere) {
     EXPECT_FALSE(dash.out.empty()) << w.name;
   }
   // Two outputs cannot both be stdout; nor can --json and one.
-  EXPECT_EQ(run(kToy + " --output - --timeline -").rc, 2);
-  EXPECT_EQ(run(kToy + " --output - --json").rc, 2);
+  EXPECT_EQ(run(kToyKfkb + " --output - --timeline -").rc, 2);
+  EXPECT_EQ(run(kToyKfkb + " --output - --json").rc, 2);
 }
 
 // --- the timeline's size ----------------------------------------------------------------------
 
 TEST_F(Outputs, TimelineLimitRefusesBeforeRunning) {
-  const Outcome r = run(kToy + " --iterations 1000 --timeline " + q("t.json") + " --timeline-limit 1e6");
+  const Outcome r = run(kToyKfkb + " --iterations 1000 --timeline " + q("t.json") + " --timeline-limit 1e6");
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.err, HasSubstr("--timeline-limit: the timeline would be about"));
   EXPECT_FALSE(fs::exists(at("t.json")));
-  const Outcome ok = run(kToy + " --timeline " + q("t.json") + " --timeline-limit 1e6");
+  const Outcome ok = run(kToyKfkb + " --timeline " + q("t.json") + " --timeline-limit 1e6");
   EXPECT_EQ(ok.rc, 0) << ok.err;
   EXPECT_TRUE(fs::exists(at("t.json")));
-  EXPECT_EQ(run(kToy + " --timeline-limit 1e6").rc, 2);  // without --timeline
+  EXPECT_EQ(run(kToyKfkb + " --timeline-limit 1e6").rc, 2);  // without --timeline
   expect_no_temporaries();
 }
 

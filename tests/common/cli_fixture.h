@@ -18,6 +18,11 @@
 
 namespace clirunner {
 
+// The toy example as most command-line cases run it: kFkB k = 2 over the 2 s trace.
+inline const std::string kToyKfkb =
+    "simulate --pipeline configs/examples/toy-4.json --network configs/examples/toy-net-2s.json --schedule kfkb "
+    "--k 2 -b 1";
+
 class DirTest : public ::testing::Test {
  protected:
   // The directory is PREFIX, the test's name, "-" and the process id, under the system's

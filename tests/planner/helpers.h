@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,12 @@ inline const fs::path kRoot = SOURCE_ROOT;
 // A shipped pipeline more than one test file runs (paths from the source root).
 inline const std::string kUnet = "configs/pipelines/unet-4stage-v100.json";
 
+// A candidate in one line, for failure messages: label, sizes, status, memory, time, reason.
+inline std::string describe(const planner::Candidate& c) {
+  return fmt::format("{} k={} b={} M={} status={} mem={} t={} ({})", c.spec.label(), c.k, c.micro_batch_size,
+                     c.micro_batches, planner::to_string(c.status), c.peak_model_memory(), c.predicted_iteration_time_s,
+                     c.reason);
+}
 
 // A bandwidth or speed trace: constant, or piecewise (zero segments allowed) with a
 // repeat at probability 0.6; never zero forever.

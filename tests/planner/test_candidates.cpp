@@ -35,11 +35,6 @@ std::vector<int> valid_sizes(const sim::Pipeline& p, int B) {
   return out;
 }
 
-std::string describe(const Candidate& c) {
-  return fmt::format("{} k={} b={} M={} status={} mem={} t={}", c.spec.family, c.k, c.micro_batch_size, c.micro_batches,
-                     planner::to_string(c.status), c.peak_model_memory(), c.predicted_iteration_time_s);
-}
-
 // The memory model of a (schedule, b) computed independently of the planner.
 std::vector<double> model_of(const sim::Pipeline& p, const sim::Network& net, const sim::ScheduleSpec& spec, int b,
                              int B) {

@@ -27,11 +27,6 @@ using planner::Candidate;
 using planner::Status;
 using ::testing::IsEmpty;
 
-std::string describe(const Candidate& c) {
-  return fmt::format("{} b={} status={} mem={} t={} ({})", c.spec.label(), c.micro_batch_size,
-                     planner::to_string(c.status), c.peak_model_memory(), c.predicted_iteration_time_s, c.reason);
-}
-
 bool is_curve(const Candidate& c) {
   return (c.spec.family == "kfkb" || c.spec.family == "1f1b") && !c.spec.split_backward && c.virtual_stages() == 1;
 }
