@@ -7,7 +7,7 @@
 #   tools/run.sh test       every test; ends with "N passed, N failed"
 #   tools/run.sh test-sanitize   the test suite built with clang's ASan+UBSan in build-sanitize/ (two binaries at a time)
 #   tools/run.sh bench      the benchmarks of docs/performance.md
-#   tools/run.sh fuzz [SECONDS]    the loaders' fuzz targets (clang >= 16, libFuzzer) on their corpora
+#   tools/run.sh fuzz [SECONDS]    the loaders' fuzz targets (clang >= 16, libFuzzer; build-sanitize/) on their corpora
 #   tools/run.sh build      configure and build only
 set -euo pipefail
 
