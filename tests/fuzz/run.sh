@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of the loaders in build-sanitize/ (clang, ASan+UBSan:
 # tools/scripts/sanitize-build.sh) and runs each on its corpus (tests/fuzz/corpus/TARGET)
-# for SECONDS (default 30), one target per core at a time; or replays the saved findings (tests/fuzz/findings/TARGET-*) once each and says
-# which still fail.
+# for SECONDS (default 30), one target per core at a time; or replays the saved findings
+# (tests/fuzz/findings/TARGET-*) once each and says which still fail.
 #
 #   tests/fuzz/run.sh [SECONDS]     exits non-zero on the first crash, hang or sanitizer report
 #   tests/fuzz/run.sh findings      exits non-zero when a finding still fails
