@@ -21,9 +21,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 mode=${1:-30}
 
-opt=${ADAGROUPER_FUZZ_OPTIMIZATION:-1}
-case "$opt" in 0 | 1 | 2 | 3 | g | s) ;; *) echo "fuzz/run.sh: ADAGROUPER_FUZZ_OPTIMIZATION: 0, 1, 2, 3, g or s, got '$opt'" >&2; exit 2 ;; esac
-tools/scripts/sanitize-build.sh --optimization "$opt" fuzz
+# sanitize-build.sh refuses a level it does not know (exit 2, one line).
+tools/scripts/sanitize-build.sh --optimization "${ADAGROUPER_FUZZ_OPTIMIZATION:-1}" fuzz
 mapfile -t targets < <(find build-sanitize/tests/fuzz -maxdepth 1 -type f -name 'fuzz_*' -perm -u+x -printf '%f\n' | sort)
 mkdir -p build-sanitize/artifacts
 work=$(mktemp -d)
