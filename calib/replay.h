@@ -108,6 +108,10 @@ struct IndexedProgram {
 // entry) when a compute op's input or output is missing, repeated or of the wrong size.
 IndexedProgram index_program(const ReplayPlan& plan, int stage);
 
+// Per compute op of `p`: for an I op, the index of the W op of its (model stage,
+// micro-batch); -1 for every other op.
+std::vector<int> weight_ops(const IndexedProgram& p);
+
 // What one rank measured, in seconds on the aligned clock, for all iterations run
 // (warm-up included), flat: [iteration * count + index].
 struct RankRecord {
@@ -123,6 +127,9 @@ struct Measurements {
   std::vector<double> boundaries;     // T_0 .. T_{warmup+iterations}, aligned clock
   double start_time_s = 0;            // what the measured iteration 0 start is called
   std::vector<RankRecord> ranks;      // one per stage
+  // The W ops ran where a runtime W fill put them (`replay --w-fill runtime`), not at
+  // their places in the programs: each stage's compute ops are checked in the order they ran.
+  bool runtime_w_fill = false;
 };
 
 // The measured run as a SimResult: iteration i (after the warm-up) runs from

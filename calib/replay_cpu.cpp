@@ -9,6 +9,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -51,6 +52,44 @@ std::function<void(Kernels&)> cpu_fifo_task(int priority, const Identity& id) {
                 fmt::format("--compute-fifo {}: SCHED_FIFO refused ({}; needs CAP_SYS_NICE or root, and "
                             "an RLIMIT_RTPRIO of at least {})",
                             priority, std::strerror(err), priority));
+  };
+}
+
+CpuWFill::CpuWFill(std::vector<double> durations, std::size_t iterations, std::size_t max_pending, double spin_s)
+    : durations_(std::move(durations)), max_pending_(max_pending), spin_s_(spin_s) {
+  start_.assign(iterations * durations_.size(), 0.0);
+  end_ = start_;
+  pending_.reserve(durations_.size());
+}
+
+void CpuWFill::run_oldest(std::size_t i, Kernels& k) {
+  const std::size_t w = pending_[pending_head_++];
+  if (pending_head_ == pending_.size()) {  // empty: start again at the front
+    pending_.clear();
+    pending_head_ = 0;
+  }
+  const std::size_t at = i * durations_.size() + w;
+  start_[at] = now_s();
+  cpu_compute_task(durations_[w], spin_s_)(k);
+  end_[at] = now_s();
+}
+
+std::function<void(Kernels&)> CpuWFill::before(std::size_t i, Event* input) {
+  return [this, i, input](Kernels& k) {
+    for (std::size_t n = pending_.size() - pending_head_; n > 0; --n) {
+      if (n < max_pending_ && (input == nullptr || input->done())) break;
+      run_oldest(i, k);
+    }
+  };
+}
+
+std::function<void(Kernels&)> CpuWFill::pend(std::size_t w) {
+  return [this, w](Kernels&) { pending_.push_back(w); };
+}
+
+std::function<void(Kernels&)> CpuWFill::drain(std::size_t i) {
+  return [this, i](Kernels& k) {
+    while (pending_head_ < pending_.size()) run_oldest(i, k);
   };
 }
 

@@ -34,6 +34,44 @@ std::function<void(Kernels&)> cpu_compute_task(double seconds, double spin_s);
 // `priority`; throws CalibError naming `id` where the system refuses.
 std::function<void(Kernels&)> cpu_fifo_task(int priority, const Identity& id);
 
+// Dynamic W fill at run time (`replay --w-fill runtime`), by the simulator's rule
+// (docs/model.md section 14): before each listed op (every op of the program but the W
+// ops), the compute stream's worker runs the oldest pending W ops while it holds
+// `max_pending` of them or the listed op's input has not arrived yet; an I op's W
+// becomes pending when the I ends, and the iteration's last ones run before its
+// optimizer step. Each decision is made on the worker, when the stage is free, from
+// whether the event that marks the input's arrival has been reached. The W ops' starts
+// and ends are read from the worker's clock (now_s), the clock of the cpu backend's
+// events. Only the compute stream's tasks touch it while the stream runs.
+class CpuWFill {
+ public:
+  // `durations`: per compute op of the stage's program; times are kept for `iterations`
+  // iterations; `max_pending`: P (SIZE_MAX: unlimited); `spin_s` as cpu_compute_task.
+  CpuWFill(std::vector<double> durations, std::size_t iterations, std::size_t max_pending, double spin_s);
+
+  // Work for the compute stream before a listed op of iteration i whose input arrives
+  // with `input` (null: it has none to wait for, or a local one).
+  std::function<void(Kernels&)> before(std::size_t i, Event* input);
+  // Work after an I op: W op w becomes pending.
+  std::function<void(Kernels&)> pend(std::size_t w);
+  // Work at the end of iteration i: the pending W ops, back to back.
+  std::function<void(Kernels&)> drain(std::size_t i);
+
+  // When W op w of iteration i started and ended (now_s); read once the stream is synchronized.
+  double start(std::size_t i, std::size_t w) const { return start_[i * durations_.size() + w]; }
+  double end(std::size_t i, std::size_t w) const { return end_[i * durations_.size() + w]; }
+
+ private:
+  void run_oldest(std::size_t i, Kernels& k);
+
+  std::vector<double> durations_;
+  std::size_t max_pending_;
+  double spin_s_;
+  std::vector<std::size_t> pending_;  // a FIFO: the W ops from pending_head_ on
+  std::size_t pending_head_ = 0;
+  std::vector<double> start_, end_;   // per (iteration, compute op), W ops only
+};
+
 // Directed channels between ranks, each over a communicator of its own (collective:
 // every rank constructs it with the same specs), used from stream workers.
 class CpuReplayLinks {

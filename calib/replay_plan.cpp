@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -399,5 +400,19 @@ class Indexer {
 }  // namespace
 
 IndexedProgram index_program(const ReplayPlan& plan, int stage) { return Indexer(plan, stage).run(); }
+
+std::vector<int> weight_ops(const IndexedProgram& p) {
+  std::map<std::pair<int, int>, int> w_at;  // (model stage, micro-batch) -> its W
+  for (std::size_t c = 0; c < p.compute.size(); ++c)
+    if (p.compute[c].op.phase == sim::Phase::BackwardWeight)
+      w_at[{p.compute[c].op.model_stage, p.compute[c].op.micro_batch}] = static_cast<int>(c);
+  std::vector<int> out(p.compute.size(), -1);
+  for (std::size_t c = 0; c < p.compute.size(); ++c) {
+    const sim::Op& op = p.compute[c].op;
+    if (op.phase != sim::Phase::BackwardInput) continue;
+    if (const auto it = w_at.find({op.model_stage, op.micro_batch}); it != w_at.end()) out[c] = it->second;
+  }
+  return out;
+}
 
 }  // namespace adagrouper::calib

@@ -1,6 +1,7 @@
 // The replay's records as results (calib/replay.h): the measured SimResult, checks, stage trace.
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -309,15 +310,24 @@ class RecordChecker {
   }
 
   // The compute stream: in order, each op after the previous one and after its input,
-  // and its output sent after it ended.
+  // and its output sent after it ended. With a runtime W fill the order is the one the
+  // ops ran in, which must keep the program's order of the other ops and run each W
+  // after its I (check_runtime_order).
   void check_compute_stream(std::size_t s) {
     const IndexedProgram& p = indexed_[s];
     const RankRecord& rec = m_.ranks[s];
     const std::size_t nops = p.compute.size(), ns = p.sends.size(), nr = p.recvs.size();
+    std::vector<std::size_t> order(nops);
     double prev = -std::numeric_limits<double>::infinity();
     for (int i = 0; i < total_; ++i) {
       const std::size_t io = static_cast<std::size_t>(i);
-      for (std::size_t c = 0; c < nops; ++c) {
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      if (m_.runtime_w_fill) {
+        std::stable_sort(order.begin(), order.end(),
+                         [&](std::size_t a, std::size_t b) { return rec.op_start[io * nops + a] < rec.op_start[io * nops + b]; });
+        check_runtime_order(s, i, order);
+      }
+      for (const std::size_t c : order) {
         const std::size_t k = io * nops + c;
         const auto& op = p.compute[c];
         const std::string name = sim::op_name(op.op);
@@ -339,6 +349,32 @@ class RecordChecker {
         prev = rec.op_end[k];
       }
       prev = std::max(prev, rec.iteration_end[io]);
+    }
+  }
+
+  // Iteration i of stage s ran its compute ops in `order` (by their starts): the ops
+  // other than W in the program's order, each W after its I ended.
+  void check_runtime_order(std::size_t s, int i, const std::vector<std::size_t>& order) {
+    const IndexedProgram& p = indexed_[s];
+    const RankRecord& rec = m_.ranks[s];
+    const std::size_t nops = p.compute.size(), io = static_cast<std::size_t>(i);
+    std::size_t listed = 0;  // the next op other than W in the program
+    for (const std::size_t c : order) {
+      if (p.compute[c].op.phase == sim::Phase::BackwardWeight) continue;
+      while (listed < nops && p.compute[listed].op.phase == sim::Phase::BackwardWeight) ++listed;
+      if (c != listed)
+        report(fmt::format("stage {} iteration {}: {} ran where the program has {}", s, i,
+                           sim::op_name(p.compute[c].op), sim::op_name(p.compute[listed].op)));
+      listed = c + 1;
+    }
+    const std::vector<int> w_of = weight_ops(p);
+    for (std::size_t c = 0; c < nops; ++c) {
+      if (w_of[c] < 0) continue;
+      const std::size_t w = static_cast<std::size_t>(w_of[c]);
+      if (rec.op_start[io * nops + w] < rec.op_end[io * nops + c] - tol_)
+        report(fmt::format("stage {} iteration {}: {} started at {} before {} ended at {}", s, i,
+                           sim::op_name(p.compute[w].op), rec.op_start[io * nops + w], sim::op_name(p.compute[c].op),
+                           rec.op_end[io * nops + c]));
     }
   }
 

@@ -33,7 +33,8 @@ constexpr double kMpiPollUs = 20;       // the default MPI_Test period of a cpu 
 
 constexpr const char* kReplayHelp = R"(Usage: mpirun -np S adagrouper-calib replay --plan PLAN.json [--candidate I]
                        [--pipeline P] [--iterations n] [--warmup w] [--backend cpu|cuda]
-                       [--streams plan|channel] [--compute-fifo P] [--compute-spin US] [--mpi-poll US]
+                       [--streams plan|channel] [--w-fill recorded|runtime]
+                       [--compute-fifo P] [--compute-spin US] [--mpi-poll US]
                        [--time-origin T] [--start-at T] [--timeout SEC]
                        [--output FILE] [--timeline FILE] [--stage-trace FILE] [--raw FILE]
                        [--json]
@@ -67,7 +68,10 @@ plan's own `devices` programs run; --candidate I replays candidate I of the plan
 the programs the planner makes for its schedule, k, virtual stages and micro-batch size
 (with dynamic W fill, from the order the fill executed in the first iteration of the
 plan's evaluation, on the plan's network input: what the plan would record were that
-candidate chosen).
+candidate chosen). With --w-fill runtime (cpu backend) such a candidate's W ops are
+placed as the run goes instead, by the simulator's rule: before each other op the
+compute stream runs the oldest pending W ops while it holds P of them or that op's
+input has not arrived yet (docs/model.md section 14, docs/fidelity.md).
 Outputs (rank 0; docs/formats.md "Measured files"): --output the summary JSON,
 --timeline the Perfetto JSON, --stage-trace the measured op durations as a stage
 timing trace (`simulate --stage-trace`), --raw one JSON line per executed op.
@@ -87,6 +91,7 @@ struct ReplayOptions {
   std::optional<int> candidate;
   int iterations = 5, warmup = 1;
   std::string backend = cuda_backend_built() ? "cuda" : "cpu", streams = "plan";
+  bool runtime_w_fill = false;  // --w-fill runtime
   int compute_fifo = 0;  // 0: the compute stream's thread keeps the process's policy
   double compute_spin_us = kComputeSpinUs;  // cpu: the end of a compute op is spun for this long, not slept
   double mpi_poll_us = kMpiPollUs;          // cpu: the MPI_Test period of a transfer in flight
@@ -113,6 +118,11 @@ void add_replay_options(po::options_description& opts) {
     ("streams", po::value<std::string>()->default_value("plan")->value_name("plan|channel"),
        "plan: one send and one recv stream per stage, as the plan says; channel: one stream per channel "
        "end, so that a slow transfer from one neighbour does not hold up the other (the simulator's model)")
+    ("w-fill", po::value<std::string>()->default_value("recorded")->value_name("recorded|runtime"),
+       "a candidate with dynamic W fill: recorded runs its W ops where the simulated fill put them (the plan's "
+       "programs); runtime places them as the run goes, by the simulator's rule: before each other op, the oldest "
+       "pending W ops run while the stage holds P of them or the op's input has not arrived (cpu backend: a CUDA "
+       "stream cannot choose its next kernel without the host)")
     ("compute-fifo", po::value<int>()->default_value(0)->value_name("P"),
        "cpu: run the compute stream's thread under SCHED_FIFO at priority P (1-99; 0: off), the rest of the "
        "rank as it was started: an op then waits for no core behind the threads that poll MPI. The thread "
@@ -185,6 +195,13 @@ std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
   o.streams = vm["streams"].as<std::string>();
   if (o.streams != "plan" && o.streams != "channel")
     throw InputError(fmt::format("--streams: must be plan or channel, got '{}'", o.streams));
+  const std::string w_fill = vm["w-fill"].as<std::string>();
+  if (w_fill != "recorded" && w_fill != "runtime")
+    throw InputError(fmt::format("--w-fill: must be recorded or runtime, got '{}'", w_fill));
+  o.runtime_w_fill = w_fill == "runtime";
+  if (o.runtime_w_fill && o.backend != "cpu")
+    throw InputError("--w-fill runtime: the cpu backend's option (a CUDA stream cannot choose its next kernel without "
+                     "the host; cuda replays the recorded order)");
   o.compute_fifo = vm["compute-fifo"].as<int>();
   if (o.compute_fifo < 0 || o.compute_fifo > 99)
     throw InputError(fmt::format("--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got {}", o.compute_fifo));
@@ -212,8 +229,11 @@ std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
 
 // What the human summary says about the ranks' threads where they are not as by default
 // (the cpu backend's options: another backend refuses them).
-std::string compute_note(const ReplayOptions& o) {
+std::string compute_note(const ReplayOptions& o, const ReplayPlan& plan) {
   std::string note;
+  if (o.runtime_w_fill)
+    note += fmt::format(", W fill at run time (P = {})",
+                        plan.spec.max_pending_w ? std::to_string(*plan.spec.max_pending_w) : "unlimited");
   if (o.compute_fifo > 0) note += fmt::format(", compute thread SCHED_FIFO {}", o.compute_fifo);
   if (o.compute_spin_us != kComputeSpinUs) note += fmt::format(", ops spin their last {:g} us", o.compute_spin_us);
   if (o.mpi_poll_us != kMpiPollUs) note += fmt::format(", MPI_Test every {:g} us", o.mpi_poll_us);
@@ -395,6 +415,7 @@ class RankRun {
         data_links_(be, mpi, dog, data_specs(plan), largest_message(plan), 1e-6 * o.mpi_poll_us),
         done_links_(be, mpi, dog, control_specs(plan.stages), 16, 1e-6 * o.mpi_poll_us),
         ready_links_(be, mpi, dog, control_specs(plan.stages), 16, 1e-6 * o.mpi_poll_us) {
+    if (o.runtime_w_fill) make_fill(plan.spec.max_pending_w);
     make_streams(o.streams == "channel");
     make_all_events();
     if (o.compute_fifo > 0) {  // before anything else runs on it; a refusal is thrown here
@@ -467,6 +488,17 @@ class RankRun {
     gate_ = be_.create_stream();
   }
 
+  // The runtime W fill: each compute op's duration, and which W each I op pends.
+  void make_fill(std::optional<int> max_pending_w) {
+    std::vector<double> durations;
+    for (const auto& op : p_.compute) durations.push_back(op.duration_s);
+    const std::size_t P = max_pending_w ? static_cast<std::size_t>(*max_pending_w)
+                                          : std::numeric_limits<std::size_t>::max();
+    fill_ = std::make_unique<CpuWFill>(std::move(durations), total_, P, compute_spin_s_);
+    w_of_ = weight_ops(p_);
+  }
+  bool filled(std::size_t c) const { return fill_ && p_.compute[c].op.phase == sim::Phase::BackwardWeight; }
+
   void make_events(std::vector<std::unique_ptr<Event>>& v, std::size_t n) {
     v.reserve(n);
     for (std::size_t i = 0; i < n; ++i) v.push_back(be_.create_event());
@@ -518,10 +550,13 @@ class RankRun {
         enqueue_recv(i, rv++);
       } else if (e.kind == K::Send) {
         enqueue_send(i, q++);
+      } else if (filled(c)) {
+        ++c;  // the runtime fill runs it
       } else {
-        enqueue_compute(i, c++);
+        enqueue_listed(i, c++);
       }
     }
+    if (fill_) compute_->submit(fill_->drain(i));
     end_iteration(i);
   }
 
@@ -542,6 +577,17 @@ class RankRun {
     st.record(*send_start_[k]);
     data_links_.send(static_cast<std::size_t>(msg.channel), st, msg.bytes);
     st.record(*send_end_[k]);
+  }
+
+  // A compute op the program lists; with a runtime fill, the fill's decision before it
+  // (from whether its input has arrived) and, after an I, its W made pending.
+  void enqueue_listed(std::size_t i, std::size_t c) {
+    if (!fill_) return enqueue_compute(i, c);
+    const int input = p_.compute[c].input;
+    Event* arrived = input >= 0 ? recv_end_[i * p_.recvs.size() + static_cast<std::size_t>(input)].get() : nullptr;
+    compute_->submit(fill_->before(i, arrived));
+    enqueue_compute(i, c);
+    if (w_of_[c] >= 0) compute_->submit(fill_->pend(static_cast<std::size_t>(w_of_[c])));
   }
 
   void enqueue_compute(std::size_t i, std::size_t c) {
@@ -579,6 +625,16 @@ class RankRun {
     };
     times(op_start_, rec.op_start);
     times(op_end_, rec.op_end);
+    if (fill_) {  // the W ops' times are the fill's, on the clock of the cpu backend's events
+      const double origin_time = origin.host_time().value_or(0.0);
+      const std::size_t n = p_.compute.size();
+      for (std::size_t i = 0; i < total_; ++i)
+        for (std::size_t c = 0; c < n; ++c)
+          if (filled(c)) {
+            rec.op_start[i * n + c] = origin_host + (fill_->start(i, c) - origin_time);
+            rec.op_end[i * n + c] = origin_host + (fill_->end(i, c) - origin_time);
+          }
+    }
     times(send_start_, rec.send_post);
     times(send_end_, rec.send_done);
     times(recv_start_, rec.recv_post);
@@ -595,6 +651,10 @@ class RankRun {
   const std::size_t total_;   // iterations, warm-up included
   const std::size_t peers_;   // the stages that report to stage 0
   Links data_links_, done_links_, ready_links_;
+  // --w-fill runtime (null otherwise): made before the streams whose tasks use it, so
+  // that it outlives them.
+  std::unique_ptr<CpuWFill> fill_;
+  std::vector<int> w_of_;  // per compute op: the W an I op pends (weight_ops)
   std::unique_ptr<Stream> compute_, control_, gate_;
   std::vector<std::unique_ptr<Stream>> send_, recv_;
   std::vector<std::size_t> stream_of_;  // per plan channel: its stream among send_ or recv_
@@ -610,6 +670,7 @@ Measurements gather_measurements(const ReplayOptions& o, const std::vector<std::
   Measurements m;
   m.warmup = o.warmup;
   m.iterations = o.iterations;
+  m.runtime_w_fill = o.runtime_w_fill;
   for (const auto& blob : blobs) m.ranks.push_back(unpack(blob));
   m.boundaries.push_back(m.ranks[0].op_start.front());
   for (int i = 0; i < o.warmup + o.iterations; ++i) {
@@ -682,7 +743,7 @@ int report(const ReplayOptions& o, const ReplayPlan& plan, const std::vector<Ind
     std::cout << fmt::format("replay of {} ({} backend, {} streams{}, {} warm-up + {} measured iterations, clock "
                              "offsets up to {:.1f} us{})\n",
                              plan.source, o.backend, o.streams,
-                             compute_note(o),
+                             compute_note(o, plan),
                              o.warmup, o.iterations, 1e6 * clocks.worst_offset,
                              clocks.one_host ? ", one host: not applied" : "");
     std::cout << sim::summary_text(result);
@@ -743,6 +804,10 @@ int replay_main(const Mpi& mpi, int argc, char** argv) {
       throw InputError(fmt::format("{}: stages: the plan has {} stages, and this job runs {} ranks (mpirun -np {})",
                                    o.plan, plan.stages, mpi.size(), plan.stages));
     for (int s = 0; s < plan.stages; ++s) indexed.push_back(index_program(plan, s));
+    if (o.runtime_w_fill && plan.spec.w_fill != sim::WFill::Dynamic)
+      throw InputError(fmt::format("{}: --w-fill runtime: the candidate ({}) has its W ops in its schedule; a runtime "
+                                   "fill replays a candidate with dynamic W fill",
+                                   o.plan, plan.spec.label()));
     if (root) check_outputs(o);
   } catch (const InputError& e) {
     error = e.what();

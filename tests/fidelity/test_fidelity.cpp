@@ -446,6 +446,86 @@ TEST(MeasuredResult, OutOfOrderRecordsAreReported) {
   EXPECT_THAT(problems[0], HasSubstr("stage 2 iteration 0: F0 started"));
 }
 
+// A runtime W fill (replay --w-fill runtime) runs the W ops where it decides, not where
+// the programs list them: records of kFkB with dynamic W fill simulated on one network,
+// against programs recorded on another, are out of the programs' order, and consistent
+// when checked in the order the ops ran; a W before its I, or two other ops swapped,
+// are still reported.
+TEST(MeasuredResult, RuntimeWFillIsCheckedInTheOrderTheOpsRan) {
+  const std::string root = SOURCE_ROOT;
+  const sim::Pipeline pipe = sim::load_pipeline(root + "/configs/examples/toy-4.json");
+  sim::ScheduleSpec spec = sim::ScheduleSpec::named("kfkb", 2);
+  spec.split_backward = true;
+  spec.w_fill = sim::WFill::Dynamic;
+  const int M = pipe.global_batch_size;
+  const auto scenario = [&](const char* net) {
+    return sim::make_scenario(pipe, sim::load_network(root + "/configs/examples/" + net, 4),
+                              sim::make_schedule(spec, 4, M), 1, 2);
+  };
+  // The programs record the fill's order on toy-net-0.5s; the run fills on toy-net-2s.
+  const sim::Schedule recorded = adagrouper::planner::deployed_schedule(scenario("toy-net-0.5s.json"));
+  ASSERT_NE(recorded.stages, adagrouper::planner::deployed_schedule(scenario("toy-net-2s.json")).stages)
+      << "the two networks must fill differently for this test to mean anything";
+  const auto plan = plan_of(pipe, recorded, 1);
+  std::vector<calib::IndexedProgram> progs;
+  for (int s = 0; s < 4; ++s) progs.push_back(calib::index_program(plan, s));
+  sim::Scenario run = scenario("toy-net-2s.json");
+  auto m = measurements_of(sim::simulate(run, {.timeline = true}), plan, progs);
+  EXPECT_THAT(calib::check_measurements(progs, m, 1e-9), ::testing::Not(::testing::IsEmpty()));
+  m.runtime_w_fill = true;
+  EXPECT_THAT(calib::check_measurements(progs, m, 1e-9), ::testing::IsEmpty());
+
+  // A stage's first W moved to start before its I ended.
+  const calib::IndexedProgram& p = progs[1];
+  const std::vector<int> w_of = calib::weight_ops(p);
+  const auto i_op = std::find_if(w_of.begin(), w_of.end(), [](int w) { return w >= 0; });
+  ASSERT_NE(i_op, w_of.end());
+  const std::size_t i = static_cast<std::size_t>(i_op - w_of.begin()), w = static_cast<std::size_t>(*i_op);
+  EXPECT_EQ(p.compute[w].op.phase, sim::Phase::BackwardWeight);
+  EXPECT_EQ(p.compute[w].op.micro_batch, p.compute[i].op.micro_batch);
+  auto bad = m;
+  bad.ranks[1].op_start[w] = bad.ranks[1].op_end[i] - 1e-3;
+  auto problems = calib::check_measurements(progs, bad, 1e-9);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_THAT(problems, ::testing::Contains(HasSubstr(fmt::format("{} started at", sim::op_name(p.compute[w].op)))));
+
+  // Stage 0's first two forwards swapped.
+  bad = m;
+  std::swap(bad.ranks[0].op_start[0], bad.ranks[0].op_start[1]);
+  std::swap(bad.ranks[0].op_end[0], bad.ranks[0].op_end[1]);
+  problems = calib::check_measurements(progs, bad, 1e-9);
+  EXPECT_THAT(problems, ::testing::Contains(HasSubstr("stage 0 iteration 0: F1 ran where the program has F0")));
+}
+
+// Every op of the weight_ops map: an I names the W of its model stage and micro-batch.
+TEST(ReplayPlan, WeightOpsPairEachIWithItsW) {
+  const sim::Pipeline pipe = sim::load_pipeline(std::string(SOURCE_ROOT) + "/configs/examples/toy-4.json");
+  sim::ScheduleSpec spec = sim::ScheduleSpec::named("zbv", std::nullopt);
+  spec.virtual_stages = 2;
+  const sim::Schedule sch = sim::make_schedule(spec, 2, pipe.global_batch_size);
+  const auto plan = plan_of(pipe, sch, 1);
+  for (int s = 0; s < 2; ++s) {
+    const calib::IndexedProgram p = calib::index_program(plan, s);
+    const std::vector<int> w_of = calib::weight_ops(p);
+    ASSERT_EQ(w_of.size(), p.compute.size());
+    int pairs = 0;
+    for (std::size_t c = 0; c < p.compute.size(); ++c) {
+      const sim::Op& op = p.compute[c].op;
+      if (op.phase != sim::Phase::BackwardInput) {
+        EXPECT_EQ(w_of[c], -1) << sim::op_name(op);
+        continue;
+      }
+      ASSERT_GE(w_of[c], 0) << sim::op_name(op);
+      const sim::Op& w = p.compute[static_cast<std::size_t>(w_of[c])].op;
+      EXPECT_EQ(w.phase, sim::Phase::BackwardWeight);
+      EXPECT_EQ(w.micro_batch, op.micro_batch);
+      EXPECT_EQ(w.model_stage, op.model_stage);
+      ++pairs;
+    }
+    EXPECT_GT(pairs, 0);
+  }
+}
+
 // --- plans for the replay ----------------------------------------------------
 
 TEST(ReplayPlan, ChosenAndOtherCandidates) {
@@ -1043,6 +1123,96 @@ TEST(Replay, VirtualStagesAndSplitBackwardUnderMpirun) {
 #endif
 }
 
+// kFkB with dynamic W fill replayed with --w-fill runtime: the W ops run where the
+// compute stream puts them as it goes. In the --raw lines (the programs' order) every op
+// runs once per iteration; in the order the ops ran, they do not overlap, the other ops
+// keep the program's order, each W runs after its I, and before each other op the stage
+// holds fewer than P pending W ops (the rule's bound). Bad --w-fill uses are one line, exit 2.
+TEST(Replay, RuntimeWFillPlacesTheWOpsAsTheRunGoes) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the replay is not tested";
+#else
+  TempDir tmp;
+  const auto plan_path = tmp.path() / "plan.json";
+  auto r = clirunner::run_adagrouper("plan --pipeline configs/fidelity/pipeline-2.json --network "
+                                     "configs/fidelity/net-200mbit.json --families kfkb-dynamic --output " +
+                                         plan_path.string(),
+                                     tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json plan = json::parse(clirunner::slurp(plan_path));
+  ASSERT_EQ(plan["chosen"]["w_fill"], "dynamic") << "the test needs a plan that chooses dynamic W fill";
+  int unlimited = -1, fixed_order = -1;  // a dynamic candidate with P unlimited, a candidate without W ops
+  for (std::size_t i = 0; i < plan["candidates"].size(); ++i) {
+    const json& c = plan["candidates"][i];
+    if (c["w_fill"] == "dynamic" && c["max_pending_w"].is_null() && unlimited < 0) unlimited = static_cast<int>(i);
+    if (c["w_fill"] == "static" && fixed_order < 0) fixed_order = static_cast<int>(i);
+  }
+  ASSERT_GE(unlimited, 0);
+  ASSERT_GE(fixed_order, 0);
+  expect_replay_refused(plan_path,
+                        {{"--backend cpu --w-fill sometimes", "--w-fill: must be recorded or runtime, got 'sometimes'"},
+                         {"--backend cuda --w-fill runtime", "--w-fill runtime: the cpu backend's option"},
+                         {fmt::format("--backend cpu --w-fill runtime --candidate {}", fixed_order),
+                          "has its W ops in its schedule; a runtime fill replays a candidate with dynamic W fill"}});
+
+  const int chosen_p = plan["chosen"]["max_pending_w"];
+  for (const auto& [args, P] : {std::pair{std::string(), chosen_p},
+                                std::pair{fmt::format("--candidate {}", unlimited), std::numeric_limits<int>::max()}}) {
+    SCOPED_TRACE(args);
+    const fs::path raw = tmp.path() / "raw.jsonl";
+    int rc = 0;
+    const std::string out = shell(
+        fmt::format("cd '{}' && mpirun --oversubscribe --allow-run-as-root -np 2 " LOCAL_MPI_TCP " '{}' replay "
+                    "--backend cpu --plan '{}' {} --w-fill runtime --iterations 2 --warmup 1 --timeout 60 --raw '{}' 2>&1",
+                    SOURCE_ROOT, ADAGROUPER_CALIB_BIN, plan_path.string(), args, raw.string()),
+        rc);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_THAT(out, HasSubstr(P == chosen_p ? fmt::format("W fill at run time (P = {})", P)
+                                             : std::string("W fill at run time (P = unlimited)")));
+    const auto records = records_by_stage_iteration(raw);
+    ASSERT_EQ(records.size(), 2u * 3u);
+    for (const auto& [key, ops] : records) {
+      SCOPED_TRACE(fmt::format("stage {} iteration {}", key.first, key.second));
+      std::vector<json> compute;  // in the program's order
+      for (const auto& j : ops)
+        if (j["kind"] != "send" && j["kind"] != "recv") compute.push_back(j);
+      std::map<std::string, std::map<int, json>> by_kind;  // kind -> micro-batch -> record
+      for (const auto& j : compute) by_kind[j["kind"].get<std::string>()][j["micro_batch"].get<int>()] = j;
+      const std::size_t M = by_kind["forward"].size();
+      ASSERT_GT(M, 0u);
+      EXPECT_EQ(by_kind["backward_input"].size(), M);
+      EXPECT_EQ(by_kind["backward_weight"].size(), M);
+      EXPECT_EQ(compute.size(), 3 * M);
+      std::vector<std::size_t> ran(compute.size());
+      for (std::size_t i = 0; i < ran.size(); ++i) ran[i] = i;
+      std::stable_sort(ran.begin(), ran.end(), [&](std::size_t a, std::size_t b) {
+        return compute[a]["start_s"].get<double>() < compute[b]["start_s"].get<double>();
+      });
+      std::size_t last_listed = 0;
+      for (std::size_t n = 0; n < ran.size(); ++n) {
+        const json& op = compute[ran[n]];
+        const double start = op["start_s"];
+        if (n > 0) {
+          EXPECT_GE(start, compute[ran[n - 1]]["end_s"].get<double>() - 1e-6) << op.dump();
+        }
+        const int m = op["micro_batch"];
+        if (op["kind"] == "backward_weight") {
+          EXPECT_GE(start, by_kind["backward_input"][m]["end_s"].get<double>() - 1e-6) << op.dump();
+          continue;
+        }
+        EXPECT_GE(ran[n], last_listed) << op.dump();
+        last_listed = ran[n];
+        int pending = 0;  // I ended, its W not started
+        for (const auto& [mb, i_op] : by_kind["backward_input"])
+          pending += i_op["end_s"].get<double>() <= start + 1e-9 &&
+                     by_kind["backward_weight"][mb]["start_s"].get<double>() >= start - 1e-9;
+        EXPECT_LT(pending, P) << op.dump();
+      }
+    }
+  }
+#endif
+}
+
 // 8 ranks on the few cores of a test machine: the records stay consistent (each rank's
 // events are placed on the host clock by the origin event's own time, not by a clock
 // read after a wake-up that differs between ranks), and rank 0 says up front that the
@@ -1106,6 +1276,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--random-scenarios 2 --pipeline configs/fidelity/pipeline-2.json", "draws the pipeline and the trace"},
            {"--shaper foo", "--shaper: tbf or htb"},
            {"--rank-by fastest", "--rank-by: predicted or deployed, got 'fastest'"},
+           {"--w-fill sometimes", "--w-fill: recorded or runtime, got 'sometimes'"},
            {"--bucket foo", "--bucket: per-rate, fixed or lowest"},
            {"--bucket fixed --shaper htb", "--bucket fixed: tbf only"},
            {"--bucket lowest --shaper htb", "--bucket lowest: tbf only"},

@@ -58,6 +58,12 @@
 #   --rank-by R        predicted (default) or deployed: how the plan ranks candidates
 #                      with dynamic W fill (adagrouper plan --rank-by); deployed ranks
 #                      them by the order their programs fix, which the replay runs
+#   --w-fill F         recorded (default) or runtime: how a candidate with dynamic W fill
+#                      is replayed and predicted. recorded: the replay runs the order
+#                      its programs fix, predicted with simulate --recorded-order.
+#                      runtime: the replay's compute streams place the W ops as the run
+#                      goes (replay --w-fill runtime), predicted by the simulator's fill
+#                      (docs/fidelity.md, "Dynamic W fill at run time")
 #   --memory-limit B   plan's memory limit per stage in bytes (default: the pipeline's;
 #                      with --families and the default pipeline 8e9, two model stages of
 #                      pipeline-4 on each stage)
@@ -191,7 +197,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 shaper=tbf acks=free bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
-families="" rank_by=predicted memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
+families="" rank_by=predicted w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
   echo "fidelity.sh: $*" >&2
@@ -267,7 +273,7 @@ run_random_scenarios() {
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --calib-compute "$calib_compute" --queue "$queue_kind" \
         --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
-        --tcp-idle-restart "$tcp_idle" --rank-by "$rank_by" \
+        --tcp-idle-restart "$tcp_idle" --rank-by "$rank_by" --w-fill "$w_fill" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
@@ -330,6 +336,7 @@ while [ $# -gt 0 ]; do
     --families) families=${2:-}; shift 2 ;;
     --memory-limit) memory_limit=${2:-}; shift 2 ;;
     --rank-by) rank_by=${2:-}; shift 2 ;;
+    --w-fill) w_fill=${2:-}; shift 2 ;;
     --random-scenarios) random_n=${2:-}; shift 2 ;;
     --seed) seed=${2:-}; shift 2 ;;
     --repeats) repeats=${2:-}; shift 2 ;;
@@ -367,6 +374,7 @@ fi
 case "$scenario" in constant | preempted | both) ;; *) die "--scenario: constant, preempted or both" ;; esac
 case "$streams" in plan | channel) ;; *) die "--streams: plan or channel" ;; esac
 case "$rank_by" in predicted | deployed) ;; *) die "--rank-by: predicted or deployed, got '$rank_by'" ;; esac
+case "$w_fill" in recorded | runtime) ;; *) die "--w-fill: recorded or runtime, got '$w_fill'" ;; esac
 case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esac
 case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
 case "$acks" in free | shaped) ;; *) die "--acks: free or shaped, got '$acks'" ;; esac
@@ -1012,8 +1020,13 @@ EOF
       driver_pid=$!
       timing=(--start-at "$origin" --time-origin "$origin")
     fi
+    local fill=()  # --w-fill runtime: for the candidates with dynamic W fill
+    if [ "$w_fill" = runtime ] && python3 -c 'import json, sys
+sys.exit(json.load(open(sys.argv[1]))["candidates"][int(sys.argv[2])].get("w_fill") != "dynamic")' "$dir/plan.json" "$i"; then
+      fill=(--w-fill runtime)
+    fi
     mpi "$calib" replay --backend cpu "${replay_prio[@]}" --plan "$dir/plan.json" --candidate "$i" --pipeline "$pipeline" \
-      --iterations "$iterations" --warmup "$warmup" --streams "$streams" "${timing[@]}" \
+      --iterations "$iterations" --warmup "$warmup" --streams "$streams" "${timing[@]}" "${fill[@]}" \
       --output "$dir/run-$i.json" --timeline "$dir/run-$i.trace.json" --stage-trace "$dir/stages-$i.csv" \
       >"$dir/replay-$i.log" 2>&1 || { cat "$dir/replay-$i.log" >&2; exit 1; }
     if [ -n "$driver_pid" ]; then
@@ -1037,15 +1050,15 @@ EOF
   : >"$dir/pairs-aligned.txt"
   for i in $picks; do
     # The candidate as the plan evaluated it (simulate --plan), over the measured span;
-    # one with dynamic W fill as the replay runs it, in the order of the plan's programs
+    # one with dynamic W fill as the replay runs it: in the order of the plan's programs
     # every iteration (simulate --recorded-order; docs/fidelity.md, "Dynamic W fill,
-    # replayed").
-    python3 - "$dir/run-$i.json" "$dir/plan.json" "$i" <<'EOF' >"$dir/sim-$i.args"
+    # replayed"), or with --w-fill runtime by the simulator's fill.
+    python3 - "$dir/run-$i.json" "$dir/plan.json" "$i" "$w_fill" <<'EOF' >"$dir/sim-$i.args"
 import json, sys
 r = json.load(open(sys.argv[1]))
 dynamic = json.load(open(sys.argv[2]))["candidates"][int(sys.argv[3])].get("w_fill") == "dynamic"
 print(" ".join(["--iterations", str(r["iterations"]), "--start-time", repr(r["start_time_s"])] +
-               (["--recorded-order"] if dynamic else [])))
+               (["--recorded-order"] if dynamic and sys.argv[4] == "recorded" else [])))
 EOF
     # shellcheck disable=SC2046
     "$adagrouper" simulate --plan "$dir/plan.json" --candidate "$i" --pipeline "$sim_pipeline" \
