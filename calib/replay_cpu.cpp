@@ -17,6 +17,12 @@ namespace adagrouper::calib {
 
 namespace {
 
+// MPI_Test calls per poll of a transfer. Open MPI (4.1) reads its TCP sockets only on
+// every 8th call of its progress engine (opal_progress), so one call per poll saw a
+// message that had arrived up to 8 polls late; 8 in a row read them at every poll
+// (docs/fidelity.md, "Messages that a waiting op needs").
+constexpr int kTestsPerPoll = 8;
+
 // Sleeps with a 1 us timer slack (the default 50 us would blur every wake-up).
 void nap_until(double t) {
   thread_local bool slack_set = false;
@@ -148,7 +154,7 @@ void CpuReplayLinks::transfer(End& e, std::size_t bytes) {
   MPI_Status status;
   int done = 0;
   for (;;) {
-    mpi_.check(MPI_Test(&req, &done, &status), "MPI_Test");
+    for (int k = 0; k < kTestsPerPoll && !done; ++k) mpi_.check(MPI_Test(&req, &done, &status), "MPI_Test");
     if (done) break;
     nap_until(now_s() + poll_s_);
   }

@@ -6,7 +6,8 @@
 //               duration to a few microseconds and occupies no core while it waits;
 //   send/recv:  MPI_Isend / MPI_Irecv on a communicator of the channel's two ranks,
 //               completed by MPI_Test every poll period (default 20 us; a sleep in
-//               between, so a transfer ends up to one period late): separate
+//               between, so a transfer ends up to one period late, plus the thread's
+//               wake-up: 65 us at least on the test VM): separate
 //               send and recv threads (the streams' workers) under MPI_THREAD_MULTIPLE.
 //
 // A busy spin and blocking MPI calls (what the backend's own Stream::busy and Channel do)

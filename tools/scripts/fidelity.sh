@@ -1028,7 +1028,7 @@ sys.exit(json.load(open(sys.argv[1]))["candidates"][int(sys.argv[2])].get("w_fil
     mpi "$calib" replay --backend cpu "${replay_prio[@]}" --plan "$dir/plan.json" --candidate "$i" --pipeline "$pipeline" \
       --iterations "$iterations" --warmup "$warmup" --streams "$streams" "${timing[@]}" "${fill[@]}" \
       --output "$dir/run-$i.json" --timeline "$dir/run-$i.trace.json" --stage-trace "$dir/stages-$i.csv" \
-      >"$dir/replay-$i.log" 2>&1 || { cat "$dir/replay-$i.log" >&2; exit 1; }
+      --raw "$dir/raw-$i.jsonl" >"$dir/replay-$i.log" 2>&1 || { cat "$dir/replay-$i.log" >&2; exit 1; }
     if [ -n "$driver_pid" ]; then
       kill "$driver_pid" 2>/dev/null || true
       wait "$driver_pid" 2>/dev/null || true
