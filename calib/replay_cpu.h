@@ -47,7 +47,7 @@ std::function<void(Kernels&)> cpu_fifo_task(int priority, const Identity& id);
 class CpuWFill {
  public:
   // `durations`: per compute op of the stage's program; times are kept for `iterations`
-  // iterations; `max_pending`: P (SIZE_MAX: unlimited); `spin_s` as cpu_compute_task.
+  // iterations; `max_pending`: P (the largest size_t: unlimited); `spin_s` as cpu_compute_task.
   CpuWFill(std::vector<double> durations, std::size_t iterations, std::size_t max_pending, double spin_s);
 
   // Work for the compute stream before a listed op of iteration i whose input arrives

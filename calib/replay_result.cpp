@@ -318,14 +318,16 @@ class RecordChecker {
     const RankRecord& rec = m_.ranks[s];
     const std::size_t nops = p.compute.size(), ns = p.sends.size(), nr = p.recvs.size();
     std::vector<std::size_t> order(nops);
+    const std::vector<int> w_of = m_.runtime_w_fill ? weight_ops(p) : std::vector<int>{};
     double prev = -std::numeric_limits<double>::infinity();
     for (int i = 0; i < total_; ++i) {
       const std::size_t io = static_cast<std::size_t>(i);
       std::iota(order.begin(), order.end(), std::size_t{0});
       if (m_.runtime_w_fill) {
-        std::stable_sort(order.begin(), order.end(),
-                         [&](std::size_t a, std::size_t b) { return rec.op_start[io * nops + a] < rec.op_start[io * nops + b]; });
-        check_runtime_order(s, i, order);
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+          return rec.op_start[io * nops + a] < rec.op_start[io * nops + b];
+        });
+        check_runtime_order(s, i, order, w_of);
       }
       for (const std::size_t c : order) {
         const std::size_t k = io * nops + c;
@@ -353,8 +355,9 @@ class RecordChecker {
   }
 
   // Iteration i of stage s ran its compute ops in `order` (by their starts): the ops
-  // other than W in the program's order, each W after its I ended.
-  void check_runtime_order(std::size_t s, int i, const std::vector<std::size_t>& order) {
+  // other than W in the program's order, each W after its I ended (w_of: weight_ops).
+  void check_runtime_order(std::size_t s, int i, const std::vector<std::size_t>& order,
+                           const std::vector<int>& w_of) {
     const IndexedProgram& p = indexed_[s];
     const RankRecord& rec = m_.ranks[s];
     const std::size_t nops = p.compute.size(), io = static_cast<std::size_t>(i);
@@ -367,7 +370,6 @@ class RecordChecker {
                            sim::op_name(p.compute[c].op), sim::op_name(p.compute[listed].op)));
       listed = c + 1;
     }
-    const std::vector<int> w_of = weight_ops(p);
     for (std::size_t c = 0; c < nops; ++c) {
       if (w_of[c] < 0) continue;
       const std::size_t w = static_cast<std::size_t>(w_of[c]);
