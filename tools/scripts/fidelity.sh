@@ -184,6 +184,7 @@
 # measured), trace-unrolled.csv, and per
 # scenario plan.json, net-plan.json, run-I.json / sim-I.json (measured / predicted
 # summaries of candidate I), run-I.trace.json / sim-I.trace.json (timelines),
+# raw-I.jsonl (the replay's --raw lines: every op's and transfer's start and end),
 # recorded-I.csv and net-sim-I.json (preempted: the rates the driver applied during
 # candidate I's run, and the network simulated from them), tc-calls-I.csv,
 # tc-batch-I.log and netstat-I.txt (preempted: each tc call's start and end; what the
