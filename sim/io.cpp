@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "error.h"
+#include "fd.h"
 
 namespace adagrouper {
 
@@ -126,37 +127,6 @@ std::runtime_error cannot_write(std::string_view option, const std::string& name
   return std::runtime_error(fmt::format("{}{}: cannot write: {}", prefix(option), name, std::strerror(err)));
 }
 
-// An open file descriptor, closed on destruction.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  bool open() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  // Closes and returns 0, or the errno of a failed close.
-  int close() {
-    const int fd = std::exchange(fd_, -1);
-    return fd >= 0 && ::close(fd) != 0 ? errno : 0;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // The file a path names after following symlinks in its last component (the path itself
 // when it names nothing), and what lstat says about it.

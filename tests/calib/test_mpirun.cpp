@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -451,3 +452,106 @@ void gpu_check_dry_run(int ranks, const std::string& steps) {
 TEST(CalibMpirun, GpuCheckDryRunAsOneGpu) { gpu_check_dry_run(1, "device stages replay"); }
 
 TEST(CalibMpirun, GpuCheckDryRunAsTwoGpus) { gpu_check_dry_run(2, "device stages nccl replay"); }
+
+// tools/bench/delivery_probe, the testbed's probe of message delivery (docs/fidelity.md,
+// "Where the waiting messages' delay is"): every transport moves every message and
+// reports both directions, or one with --one-way; the delivery delay is measured where
+// the kernel stamps packets (tcp, udp) and nowhere else; on a shaped link a message
+// takes what the shaper allows; bad options are one line, status 2.
+namespace {
+
+struct ProbeLine {
+  double one_way_p10, one_way_p50, one_way_p90, one_way_max;
+  std::string delivery_p50, delivery_p90, delivery_max;
+};
+
+// The probe's line for direction `from -> to`, if it printed one.
+std::optional<ProbeLine> probe_line(const std::string& out, int from, int to) {
+  std::istringstream in(out);
+  const std::string head = std::to_string(from) + " -> " + std::to_string(to) + " ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(head, 0) != 0) continue;
+    std::istringstream fields(line.substr(head.size()));
+    ProbeLine p{};
+    fields >> p.one_way_p10 >> p.one_way_p50 >> p.one_way_p90 >> p.one_way_max >> p.delivery_p50 >> p.delivery_p90 >>
+        p.delivery_max;
+    if (fields.fail()) return std::nullopt;
+    return p;
+  }
+  return std::nullopt;
+}
+
+Run probe(const std::string& launch, const std::string& args, const fs::path& dir) {
+  return shell(launch + "'" DELIVERY_PROBE_BIN "' " + args, dir);
+}
+
+}  // namespace
+
+TEST(DeliveryProbe, EveryTransportOnTheLoopback) {
+  testutil::TempDir dir;
+  for (const std::string transport : {"mpi-poll", "mpi-wait", "tcp", "udp"}) {
+    const auto r = probe(mpirun(2), "--transport " + transport + " --count 5 --bytes 20000 --period 5ms --offset 2ms",
+                         dir.path());
+    ASSERT_EQ(r.rc, 0) << transport << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("delivery_probe: " + transport + ", 5 messages of 20000 bytes each way"));
+    for (const auto& [from, to] : {std::pair{0, 1}, std::pair{1, 0}}) {
+      const auto line = probe_line(r.out, from, to);
+      ASSERT_TRUE(line) << transport << " " << from << " -> " << to << ":\n" << r.out;
+      EXPECT_GT(line->one_way_p10, 0) << r.out;
+      EXPECT_LE(line->one_way_p10, line->one_way_p50);
+      EXPECT_LE(line->one_way_p50, line->one_way_p90);
+      EXPECT_LE(line->one_way_p90, line->one_way_max);
+      if (transport.starts_with("mpi")) {
+        EXPECT_EQ(line->delivery_p50, "-") << r.out;
+      } else {
+        const double delivery = std::stod(line->delivery_p50);
+        EXPECT_GE(delivery, 0) << r.out;
+        EXPECT_LE(delivery, line->one_way_max) << "delivered after the last packet, which came after the send began";
+      }
+    }
+  }
+  const auto one = probe(mpirun(2), "--count 3 --bytes 1000 --one-way", dir.path());
+  ASSERT_EQ(one.rc, 0) << one.err;
+  EXPECT_TRUE(probe_line(one.out, 0, 1)) << one.out;
+  EXPECT_FALSE(probe_line(one.out, 1, 0)) << one.out;
+}
+
+// 200000 bytes at 100 Mbit/s behind a 10000-byte bucket: at least 15.2 ms on the link.
+TEST(DeliveryProbe, ShapedLinkSetsTheOneWayTime) {
+  testutil::TempDir dir;
+  const auto check = shell("'" + kNetns + "' check", dir.path());
+  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  const NetnsChain chain{"cd" + std::to_string(::getpid() % 100000), dir.path()};
+  ASSERT_EQ(shell(chain.cmd("create 2") + " && " + chain.cmd("rate 0 100mbit --burst 10000"), dir.path()).rc, 0);
+  const auto r = probe(chain.cmd("mpirun -np 2 --") + " ",
+                       "--transport tcp --one-way --count 6 --bytes 200000 --period 40ms --addresses 10.78.0.1,10.78.0.2",
+                       dir.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto line = probe_line(r.out, 0, 1);
+  ASSERT_TRUE(line) << r.out;
+  EXPECT_GE(line->one_way_p50, 0.95 * (200000 - 10000) / 12.5e6 * 1e3) << r.out;
+  EXPECT_LT(line->one_way_p50, 40.0) << r.out;
+  EXPECT_LT(std::stod(line->delivery_p50), line->one_way_p50) << r.out;
+}
+
+TEST(DeliveryProbe, BadOptionsAreOneLineStatus2) {
+  testutil::TempDir dir;
+  const std::pair<std::string, std::string> cases[] = {
+      {"--transport rdma", "delivery_probe: --transport: mpi-poll, mpi-wait, tcp or udp, got 'rdma'\n"},
+      {"--addresses 10.0.0.1", "delivery_probe: --addresses: two addresses, rank 0's and rank 1's (A0,A1), got "
+                               "'10.0.0.1'\n"},
+      {"--addresses 10.0.0.1,host", "delivery_probe: --addresses: 'host' is not an IPv4 address\n"},
+      {"--count 0", "delivery_probe: --count: from 1 to 1000000\n"},
+      {"--period 0", "delivery_probe: --period must be positive, --offset and --poll at least 0\n"},
+      {"--bytes 2GiB", "delivery_probe: --bytes: from 1 byte to 1 GiB\n"},
+  };
+  for (const auto& [args, line] : cases) {
+    const auto r = probe("", args, dir.path());
+    EXPECT_EQ(r.rc, 2) << args;
+    EXPECT_EQ(r.err, line) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+  const auto alone = probe("", "--count 1", dir.path());  // one process: MPI's singleton
+  EXPECT_EQ(alone.rc, 2);
+  EXPECT_THAT(alone.err, HasSubstr("delivery_probe: runs on 2 ranks (mpirun -np 2), not 1\n"));
+}
