@@ -124,10 +124,12 @@
 #                      highest rate plus its bucket, at least 128 KiB, in bytes at every
 #                      rate, as a switch's buffer; docs/fidelity.md, "A queue that
 #                      shrinks at a fall"
-#   --bucket-ms MS     the bucket's length in ms of the rate it is taken from (default 1):
-#                      each rate's (per-rate), the highest (fixed) or the lowest (lowest);
-#                      at least 4096 bytes. Experimental; docs/fidelity.md, "The
-#                      calibration and tbf's bucket"
+#   --bucket-ms MS     the bucket's length in ms of the rate it is taken from: each
+#                      rate's (per-rate), the highest (fixed) or the lowest (lowest); at
+#                      least 4096 bytes. auto (default): 3 with --bucket fixed, else 1.
+#                      With 1 ms of the highest rate, the host delivered messages late
+#                      where both directions of a link were busy; docs/fidelity.md,
+#                      "Where the waiting messages' delay is"
 #   --model-bucket M   auto (default), on or off: whether the model holds tbf's bucket.
 #                      on: the calibration's fit knows the bucket (a message on an idle
 #                      link gets it at once, fidelity_calib.py fit --bucket-bytes) and
@@ -197,7 +199,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=per-rate bucket_ms=1 pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
+shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
 families="" rank_by=predicted w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
 
 die() {
@@ -381,8 +383,9 @@ case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
 case "$acks" in free | shaped) ;; *) die "--acks: free or shaped, got '$acks'" ;; esac
 case "$bucket" in per-rate | fixed | lowest) ;; *) die "--bucket: per-rate, fixed or lowest" ;; esac
 [ "$bucket" = per-rate ] || [ "$shaper" = tbf ] || die "--bucket $bucket: tbf only (drop --shaper $shaper)"
+if [ "$bucket_ms" = auto ]; then [ "$bucket" = fixed ] && bucket_ms=3 || bucket_ms=1; fi
 [[ "$bucket_ms" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v m="$bucket_ms" 'BEGIN { exit !(m > 0 && m <= 1000) }' ||
-  die "--bucket-ms: milliseconds, more than 0 and at most 1000, got '$bucket_ms'"
+  die "--bucket-ms: auto, or milliseconds more than 0 and at most 1000, got '$bucket_ms'"
 case "$model_bucket" in
   auto) { [ "$bucket" != per-rate ] && [ "$calibrate" = replay ]; } && model_bucket=on || model_bucket=off ;;
   on) [ "$bucket" != per-rate ] && [ "$calibrate" = replay ] ||
