@@ -438,10 +438,11 @@ int main(int argc, char** argv) {
      "blocking recv), udp (1400-byte datagrams, blocking recv; a lost one ends the run)")
     ("bytes", po::value<SizeArg>()->default_value(SizeArg{160000}), "message size (units accepted: 160kB)")
     ("count", po::value<int>()->default_value(200), "messages each way")
-    ("period", po::value<TimeArg>()->default_value(TimeArg{0.01}), "time between a rank's sends (units accepted: 10ms)")
-    ("offset", po::value<TimeArg>()->default_value(TimeArg{0.005}), "rank 1's sends start this much after rank 0's")
+    ("period", po::value<TimeArg>()->default_value(TimeArg{0.01}, "10ms"), "time between a rank's sends")
+    ("offset", po::value<TimeArg>()->default_value(TimeArg{0.005}, "5ms"),
+     "rank 1's sends start this much after rank 0's (units accepted: 500us)")
     ("one-way", po::bool_switch(), "only rank 0 sends")
-    ("poll", po::value<TimeArg>()->default_value(TimeArg{20e-6}), "mpi-poll: the nap between polls")
+    ("poll", po::value<TimeArg>()->default_value(TimeArg{20e-6}, "20us"), "mpi-poll: the nap between polls")
     ("addresses", po::value<std::string>()->default_value("127.0.0.1,127.0.0.1"),
      "tcp, udp: the addresses rank 0 and rank 1 listen and send from (A0,A1)");
   // clang-format on
