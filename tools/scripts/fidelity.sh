@@ -129,7 +129,9 @@
 #                      least 4096 bytes. auto (default): 3 with --bucket fixed, else 1.
 #                      With 1 ms of the highest rate, the host delivered messages late
 #                      where both directions of a link were busy; docs/fidelity.md,
-#                      "Where the waiting messages' delay is"
+#                      "Where the waiting messages' delay is". 5 came closer still but
+#                      sends most of a 160 kB message at once, untested by the rate;
+#                      "A 5 ms bucket: closer, and why it is not the default"
 #   --model-bucket M   auto (default), on or off: whether the model holds tbf's bucket.
 #                      on: the calibration's fit knows the bucket (a message on an idle
 #                      link gets it at once, fidelity_calib.py fit --bucket-bytes) and
