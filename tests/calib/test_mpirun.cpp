@@ -252,6 +252,12 @@ struct NetnsChain {
   std::string cmd(const std::string& args) const { return "'" + kNetns + "' --prefix " + prefix + " " + args; }
   ~NetnsChain() { shell(cmd("destroy"), dir); }
 };
+
+// Why this host cannot make network namespaces (netns.sh check), or "" when it can.
+std::string netns_refusal(const fs::path& dir) {
+  const auto check = shell("'" + kNetns + "' check", dir);
+  return check.rc == 0 ? "" : "network namespaces are not permitted here: " + check.err;
+}
 }  // namespace
 
 // Two namespaces joined by a veth pair shaped to 200 Mbit/s: the rate p2p measures on the
@@ -261,8 +267,7 @@ struct NetnsChain {
 // below 85%).
 TEST(CalibMpirun, ShapedVethLinkIsMeasuredAtItsRate) {
   testutil::TempDir dir;
-  const auto check = shell("'" + kNetns + "' check", dir.path());
-  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  if (const auto why = netns_refusal(dir.path()); !why.empty()) GTEST_SKIP() << why;
   const NetnsChain chain{"ct" + std::to_string(::getpid() % 100000), dir.path()};
   const auto made = shell(chain.cmd("create 2") + " && " + chain.cmd("rate 0 200mbit"), dir.path());
   ASSERT_EQ(made.rc, 0) << made.err;
@@ -297,8 +302,7 @@ long sent_packets(const std::string& tc_out) {
 // back to a root tbf, and a bad value is one line, status 2.
 TEST(CalibMpirun, AcksFreePassesPureAcksBesideTheShaper) {
   testutil::TempDir dir;
-  const auto check = shell("'" + kNetns + "' check", dir.path());
-  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  if (const auto why = netns_refusal(dir.path()); !why.empty()) GTEST_SKIP() << why;
   const NetnsChain chain{"ca" + std::to_string(::getpid() % 100000), dir.path()};
   const auto made = shell(chain.cmd("create 2") + " && " + chain.cmd("rate 0 200mbit --acks free"), dir.path());
   ASSERT_EQ(made.rc, 0) << made.err;
@@ -333,8 +337,7 @@ TEST(CalibMpirun, AcksFreePassesPureAcksBesideTheShaper) {
 // status 2, and changes nothing.
 TEST(CalibMpirun, TcpSettingsApplyToEveryNamespace) {
   testutil::TempDir dir;
-  const auto check = shell("'" + kNetns + "' check", dir.path());
-  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  if (const auto why = netns_refusal(dir.path()); !why.empty()) GTEST_SKIP() << why;
   const NetnsChain chain{"ck" + std::to_string(::getpid() % 100000), dir.path()};
   ASSERT_EQ(shell(chain.cmd("create 3"), dir.path()).rc, 0);
   const auto set = shell(chain.cmd("tcp reno --idle-restart off"), dir.path());
@@ -364,8 +367,7 @@ TEST(CalibMpirun, TcpSettingsApplyToEveryNamespace) {
 // ("unexpected IP") and the job hung.
 TEST(CalibMpirun, FourRankChainConnectsEveryPair) {
   testutil::TempDir dir;
-  const auto check = shell("'" + kNetns + "' check", dir.path());
-  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  if (const auto why = netns_refusal(dir.path()); !why.empty()) GTEST_SKIP() << why;
   const NetnsChain chain{"cq" + std::to_string(::getpid() % 100000), dir.path()};
   const auto made = shell(chain.cmd("create 4") + " && " + chain.cmd("rate-all 1gbit"), dir.path());
   ASSERT_EQ(made.rc, 0) << made.err;
@@ -386,8 +388,7 @@ TEST(CalibMpirun, FourRankChainConnectsEveryPair) {
 // micro-batches' 320 kB messages. A rate on link 2 exists only in a ring.
 TEST(CalibMpirun, ThreeRankRingCarriesTheLoopPlacementsLastHop) {
   testutil::TempDir dir;
-  const auto check = shell("'" + kNetns + "' check", dir.path());
-  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  if (const auto why = netns_refusal(dir.path()); !why.empty()) GTEST_SKIP() << why;
   const NetnsChain chain{"cr" + std::to_string(::getpid() % 100000), dir.path()};
   ASSERT_EQ(shell(chain.cmd("create 3") + " && " + chain.cmd("rate 2 1gbit"), dir.path()).rc, 2);
   ASSERT_EQ(shell(chain.cmd("destroy"), dir.path()).rc, 0);
@@ -519,8 +520,7 @@ TEST(DeliveryProbe, EveryTransportOnTheLoopback) {
 // 200000 bytes at 100 Mbit/s behind a 10000-byte bucket: at least 15.2 ms on the link.
 TEST(DeliveryProbe, ShapedLinkSetsTheOneWayTime) {
   testutil::TempDir dir;
-  const auto check = shell("'" + kNetns + "' check", dir.path());
-  if (check.rc != 0) GTEST_SKIP() << "network namespaces are not permitted here: " << check.err;
+  if (const auto why = netns_refusal(dir.path()); !why.empty()) GTEST_SKIP() << why;
   const NetnsChain chain{"cd" + std::to_string(::getpid() % 100000), dir.path()};
   ASSERT_EQ(shell(chain.cmd("create 2") + " && " + chain.cmd("rate 0 100mbit --burst 10000"), dir.path()).rc, 0);
   const auto r = probe(chain.cmd("mpirun -np 2 --") + " ",
