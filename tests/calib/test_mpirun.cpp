@@ -332,32 +332,40 @@ TEST(CalibMpirun, AcksFreePassesPureAcksBesideTheShaper) {
   EXPECT_EQ(bad.err, "netns.sh: rate: --acks must be shaped or free, got 'maybe'\n");
 }
 
-// `netns.sh tcp` sets TCP's congestion control and restart after idle in every namespace
-// and prints what is in effect; what the kernel does not allow is refused in one line,
-// status 2, and changes nothing.
+// `netns.sh tcp` sets TCP's congestion control, restart after idle, autocorking and pacing
+// ratios in every namespace and prints what is in effect; what the kernel does not allow
+// is refused in one line, status 2, and changes nothing.
 TEST(CalibMpirun, TcpSettingsApplyToEveryNamespace) {
   testutil::TempDir dir;
   if (const auto why = netns_refusal(dir.path()); !why.empty()) GTEST_SKIP() << why;
   const NetnsChain chain{"ck" + std::to_string(::getpid() % 100000), dir.path()};
   ASSERT_EQ(shell(chain.cmd("create 3"), dir.path()).rc, 0);
-  const auto set = shell(chain.cmd("tcp reno --idle-restart off"), dir.path());
+  const auto set = shell(chain.cmd("tcp reno --idle-restart off --autocork off --pacing-ratio 1000"), dir.path());
   ASSERT_EQ(set.rc, 0) << set.err;
-  EXPECT_EQ(set.out, "congestion control reno, slow start after idle 0\n");
-  const auto last = shell(chain.cmd("exec 2 cat /proc/sys/net/ipv4/tcp_congestion_control "
-                                    "/proc/sys/net/ipv4/tcp_slow_start_after_idle"),
+  const std::string in_effect =
+      "congestion control reno, slow start after idle 0, autocorking 0, pacing ratios 1000/1000\n";
+  EXPECT_EQ(set.out, in_effect);
+  const auto last = shell(chain.cmd("exec 2 sh -c 'cd /proc/sys/net/ipv4 && cat tcp_congestion_control "
+                                    "tcp_slow_start_after_idle tcp_autocorking tcp_pacing_ss_ratio "
+                                    "tcp_pacing_ca_ratio'"),
                           dir.path());
-  EXPECT_EQ(last.out, "reno\n0\n");
+  EXPECT_EQ(last.out, "reno\n0\n0\n1000\n1000\n");
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
            {"tcp nosuchcc", "congestion control 'nosuchcc' is not available here"},
            {"tcp --idle-restart maybe", "--idle-restart: on, off or host"},
            {"tcp --idle-restart", "--idle-restart needs on, off or host"},
+           {"tcp --autocork maybe", "--autocork: on, off or host"},
+           {"tcp --autocork", "--autocork needs on, off or host"},
+           {"tcp --pacing-ratio 50", "--pacing-ratio: per cent, 100 .. 1000, or host, got '50'"},
+           {"tcp --pacing-ratio 1e3", "--pacing-ratio: per cent, 100 .. 1000, or host, got '1e3'"},
+           {"tcp --pacing-ratio", "--pacing-ratio needs per cent"},
            {"tcp --bogus", "unknown option '--bogus'"}}) {
     const auto r = shell(chain.cmd(args), dir.path());
     EXPECT_EQ(r.rc, 2) << args;
     EXPECT_THAT(r.err, HasSubstr(piece)) << args;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
-  EXPECT_EQ(shell(chain.cmd("tcp"), dir.path()).out, "congestion control reno, slow start after idle 0\n");
+  EXPECT_EQ(shell(chain.cmd("tcp"), dir.path()).out, in_effect);
 }
 
 // Four namespaces in a chain, links shaped: ranks that are not neighbours (0 and 2, 0 and

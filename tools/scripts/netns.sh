@@ -23,14 +23,23 @@
 #                                                  take (gso_max_size, default 4096): at
 #                                                  most the smallest tbf bucket to be set
 #   tools/scripts/netns.sh [--prefix P] tcp [CC|host] [--idle-restart on|off|host]
+#                                       [--autocork on|off|host] [--pacing-ratio PCT|host]
 #                                                  TCP in every namespace: the congestion
 #                                                  control (net.ipv4.tcp_congestion_control,
-#                                                  one of tcp_available_congestion_control)
-#                                                  and whether a connection idle for an RTO
+#                                                  one of tcp_available_congestion_control),
+#                                                  whether a connection idle for an RTO
 #                                                  restarts from its initial window
-#                                                  (tcp_slow_start_after_idle); host (the
-#                                                  default) keeps what a new namespace has;
-#                                                  prints the settings in effect
+#                                                  (tcp_slow_start_after_idle), whether a
+#                                                  socket holds back a packet shorter than
+#                                                  its size goal while earlier ones wait in
+#                                                  a qdisc (tcp_autocorking), and the
+#                                                  pacing ratios (tcp_pacing_ss_ratio and
+#                                                  _ca_ratio, 100 .. 1000 per cent), which
+#                                                  also set how many bytes a socket may
+#                                                  keep in the qdiscs (TCP's small queues);
+#                                                  host (the default) keeps what a new
+#                                                  namespace has; prints the settings in
+#                                                  effect
 #   tools/scripts/netns.sh [--prefix P] exec R CMD ...     run CMD in namespace P<R>
 #   tools/scripts/netns.sh [--prefix P] mpirun -np N [MPIRUN-OPTION ...] -- PROGRAM [ARG ...]
 #                                                  mpirun with rank r in namespace P<r>
@@ -406,15 +415,20 @@ do_check() {
 # restart after idle in every namespace of the chain, then print what is in effect
 # (one line, the same in every namespace).
 do_tcp() {
-  local cc=host idle=host n r ns
+  local cc=host idle=host cork=host pacing=host n r ns
   while [ $# -gt 0 ]; do
     case "$1" in
-      --idle-restart)
-        [ $# -ge 2 ] || die "tcp: --idle-restart needs on, off or host"
-        idle=$2
+      --idle-restart | --autocork)
+        [ $# -ge 2 ] || die "tcp: $1 needs on, off or host"
+        if [ "$1" = --idle-restart ]; then idle=$2; else cork=$2; fi
         shift 2
         ;;
-      -*) die "tcp: unknown option '$1' (--idle-restart)" ;;
+      --pacing-ratio)
+        [ $# -ge 2 ] || die "tcp: --pacing-ratio needs per cent (100 .. 1000) or host"
+        pacing=$2
+        shift 2
+        ;;
+      -*) die "tcp: unknown option '$1' (--idle-restart, --autocork, --pacing-ratio)" ;;
       *)
         cc=$1
         shift
@@ -422,6 +436,9 @@ do_tcp() {
     esac
   done
   case "$idle" in on) idle=1 ;; off) idle=0 ;; host) ;; *) die "tcp: --idle-restart: on, off or host, got '$idle'" ;; esac
+  case "$cork" in on) cork=1 ;; off) cork=0 ;; host) ;; *) die "tcp: --autocork: on, off or host, got '$cork'" ;; esac
+  [ "$pacing" = host ] || { [[ "$pacing" =~ ^[0-9]{3,4}$ ]] && [ "$pacing" -ge 100 ] && [ "$pacing" -le 1000 ]; } ||
+    die "tcp: --pacing-ratio: per cent, 100 .. 1000, or host, got '$pacing'"
   n=$(need_ns)
   if [ "$cc" != host ]; then
     grep -qwF -- "$cc" /proc/sys/net/ipv4/tcp_available_congestion_control ||
@@ -434,8 +451,13 @@ do_tcp() {
     ns=${prefix}${r}
     [ "$cc" = host ] || ip netns exec "$ns" sysctl -q -w "net.ipv4.tcp_congestion_control=$cc"
     [ "$idle" = host ] || ip netns exec "$ns" sysctl -q -w "net.ipv4.tcp_slow_start_after_idle=$idle"
+    [ "$cork" = host ] || ip netns exec "$ns" sysctl -q -w "net.ipv4.tcp_autocorking=$cork" 2>/dev/null ||
+      die "tcp: --autocork: this kernel does not let a namespace set net.ipv4.tcp_autocorking"
+    [ "$pacing" = host ] || ip netns exec "$ns" sysctl -q -w "net.ipv4.tcp_pacing_ss_ratio=$pacing" \
+      "net.ipv4.tcp_pacing_ca_ratio=$pacing" >/dev/null 2>&1 ||
+      die "tcp: --pacing-ratio: this kernel does not let a namespace set net.ipv4.tcp_pacing_ss_ratio and _ca_ratio"
   done
-  ip netns exec "${prefix}0" sh -c 'echo "congestion control $(cat /proc/sys/net/ipv4/tcp_congestion_control), slow start after idle $(cat /proc/sys/net/ipv4/tcp_slow_start_after_idle)"'
+  ip netns exec "${prefix}0" sh -c 'cd /proc/sys/net/ipv4 && echo "congestion control $(cat tcp_congestion_control), slow start after idle $(cat tcp_slow_start_after_idle), autocorking $(cat tcp_autocorking), pacing ratios $(cat tcp_pacing_ss_ratio)/$(cat tcp_pacing_ca_ratio)"'
 }
 
 do_mpirun() {
