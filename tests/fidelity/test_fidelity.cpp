@@ -1289,6 +1289,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket fixed --calibrate p2p --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
            {"--tcp 'a b'", "--tcp: a congestion control's name"},
            {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
+           {"--tcp-push lazy", "--tcp-push: eager or host, got 'lazy'"},
            {"--calib-latency line", "--calib-latency: auto, fit or tiny"},
            {"--calib-compute yes", "--calib-compute: on or off"},
            {"--compute-spin -5", "--compute-spin: microseconds, an integer from 0 to 100000"},
@@ -1675,6 +1676,23 @@ TEST(Testbed, AttributionSplitsTransfersByTheOtherDirection) {
       rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "{'busy': [0.8], 'idle': [1.0526]}\n");
+}
+
+// Transfers by where they lay in their channel's stream: one with the next message
+// leaving right at its end (followed), that next one (behind), one after a gap (alone).
+// Left out: one near a rate change, one the model does not have. The other channel's
+// transfers do not follow this one's.
+TEST(Testbed, AttributionSplitsTransfersByTheMessageBehind) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_attribution as f\n"
+      "rows = [(\"0->1\", 0.0, 0.006, 0.004, 1.0), (\"0->1\", 0.006, 0.003, 0.005, 1.0),\n"
+      "        (\"1->0\", 0.009, 0.004, 0.004, 1.0), (\"0->1\", 0.020, 0.004, 0.004, 1.0),\n"
+      "        (\"0->1\", 0.040, 0.004, 0.004, 0.01), (\"0->1\", 0.060, 0.004, None, 1.0)]\n"
+      "print({c: [round(x, 4) for x in v] for c, v in f.queued_behind(rows).items()})",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "{'followed': [0.002], 'behind': [-0.002], 'alone': [0.0, 0.0]}\n");
 }
 
 // The compute ops that ran late, and those of them that overlap one of the driver's tc

@@ -178,6 +178,17 @@
 #                      whether a connection idle for an RTO restarts from its initial
 #                      window (tcp_slow_start_after_idle; default host, which is on in
 #                      Linux's default). The run writes the settings in effect to tcp.txt
+#   --tcp-push eager|host
+#                      eager (default): TCP hands each packet it builds to the shaper at
+#                      once (net.ipv4.tcp_autocorking 0, pacing ratios 1000% so that TCP's
+#                      small queues let a socket keep a whole message in the qdisc);
+#                      host: as a new namespace has it, where a socket keeps a message's
+#                      last, short packet back while earlier ones wait in tbf and appends
+#                      the next message's first bytes to it, and tbf sends that packet
+#                      only when it has the tokens for all of it: a message followed
+#                      closely by another arrived up to 64 KiB of the next one's bytes
+#                      late, and the next one as much early (docs/fidelity.md, "A
+#                      message's last packet")
 #   --net-log          at every rate change, snapshot the links' counters (tc -s) and
 #                      TCP's (nstat) 60 ms before it and after it, into netstat-I.txt
 #                      (diagnosis: tools/scripts/fidelity_attribution.py); the snapshots
@@ -202,7 +213,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
-families="" rank_by=predicted w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host
+families="" rank_by=predicted w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
   echo "fidelity.sh: $*" >&2
@@ -278,7 +289,7 @@ run_random_scenarios() {
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --calib-compute "$calib_compute" --queue "$queue_kind" \
         --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
-        --tcp-idle-restart "$tcp_idle" --rank-by "$rank_by" --w-fill "$w_fill" \
+        --tcp-idle-restart "$tcp_idle" --tcp-push "$tcp_push" --rank-by "$rank_by" --w-fill "$w_fill" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
       rc=$?
@@ -363,6 +374,7 @@ while [ $# -gt 0 ]; do
     --mpi-poll) mpi_poll=${2:-}; shift 2 ;;
     --tcp) tcp_cc=${2:-}; shift 2 ;;
     --tcp-idle-restart) tcp_idle=${2:-}; shift 2 ;;
+    --tcp-push) tcp_push=${2:-}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see tools/scripts/fidelity.sh --help)" ;;
   esac
@@ -409,6 +421,7 @@ case "$calib_compute" in on | off) ;; *) die "--calib-compute: on or off, got '$
   die "--mpi-poll: microseconds, an integer from 1 to 100000, got '$mpi_poll'"
 [[ "$tcp_cc" =~ ^[a-z0-9_]+$ ]] || die "--tcp: a congestion control's name (reno, cubic, bbr) or host, got '$tcp_cc'"
 case "$tcp_idle" in on | off | host) ;; *) die "--tcp-idle-restart: on, off or host, got '$tcp_idle'" ;; esac
+case "$tcp_push" in eager | host) ;; *) die "--tcp-push: eager or host, got '$tcp_push'" ;; esac
 case "$queue_kind" in auto | per-rate | fixed) ;; *) die "--queue: auto, per-rate or fixed, got '$queue_kind'" ;; esac
 [ "$queue_kind" != auto ] || { [ "$bucket" = per-rate ] && queue_kind=per-rate || queue_kind=fixed; }
 case "$priority" in auto | none | nice | rt | compute-rt) ;; *) die "--priority: auto, rt, compute-rt, nice or none" ;; esac
@@ -514,8 +527,10 @@ cleanup() {
 trap cleanup EXIT
 "${netns[@]}" destroy >/dev/null 2>&1 || true
 "${netns[@]}" create "$ranks" $([ "$ring" -eq 0 ] || echo --ring) >/dev/null
-# TCP as asked (--tcp, --tcp-idle-restart); what is in effect goes with the results.
-tcp_now=$("${netns[@]}" tcp "$tcp_cc" --idle-restart "$tcp_idle") || exit 2
+# TCP as asked (--tcp, --tcp-idle-restart, --tcp-push); what is in effect goes with the results.
+tcp_push_args=()
+[ "$tcp_push" = host ] || tcp_push_args=(--autocork off --pacing-ratio 1000)
+tcp_now=$("${netns[@]}" tcp "$tcp_cc" --idle-restart "$tcp_idle" "${tcp_push_args[@]}") || exit 2
 echo "$tcp_now" >"$out/tcp.txt"
 echo "fidelity.sh: TCP in the namespaces: $tcp_now"
 echo "fidelity.sh: priority $priority ($ranks ranks, $(nproc) cores); ops spin their last $compute_spin us, MPI_Test every $mpi_poll us"

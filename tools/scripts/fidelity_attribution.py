@@ -18,7 +18,11 @@ directory above it) and one replayed candidate, and prints:
                whether it ended at the next rate change (a link that passed nothing until
                the rate was changed again); the compute ops' start latency (from the
                later of the stage's previous op's end and the op's input's arrival to
-               its start; the model's is 0)
+               its start; the model's is 0); the transfers' measured minus simulated
+               duration by their place in the channel's stream (with the next message
+               queued right behind, right behind the previous one, the rest): a
+               message whose last packet the sender shared with the next message's
+               first bytes ran late and the next one early (fidelity.sh --tcp-push)
   testbed      with the testbed's own record (fidelity.sh writes tc-calls-I.csv and
                netstat-I.txt): how long each change's tc calls took (first start to last
                end), the links' drops and backlog, and per period between two changes the
@@ -248,6 +252,33 @@ def reverse_traffic(rows):
     return out
 
 
+def queued_behind(rows):
+    """{"followed": [...], "behind": [...], "alone": [...]}: measured minus simulated duration
+    (s) of each transfer 60 ms or more from a rate change, by where it lay in its channel's
+    stream: followed (the next message left within 0.1 ms of its end: the sender had
+    queued it behind this one), behind (it left right behind the previous one and nothing
+    followed it so closely) and alone. A message whose last, short packet the sender's
+    TCP kept back while earlier packets waited in the shaper shares that packet with the
+    next message's first bytes, and the shaper sends it only when it has the tokens for
+    all of it: followed late, behind early, by about the same amount (docs/fidelity.md,
+    "A message's last packet"). rows: (channel, start, measured, simulated, distance to
+    the nearest rate change), times in seconds, simulated None where the model has no
+    such transfer."""
+    by = {}
+    for ch, ms, md, sd, dist in rows:
+        by.setdefault(ch, []).append((ms, md, sd, dist))
+    out = {"followed": [], "behind": [], "alone": []}
+    for xs in by.values():
+        xs.sort()
+        for i, (ms, md, sd, dist) in enumerate(xs):
+            if sd is None or dist < 0.06:
+                continue
+            followed = i + 1 < len(xs) and xs[i + 1][0] - (ms + md) < 1e-4
+            behind = i > 0 and ms - (xs[i - 1][0] + xs[i - 1][1]) < 1e-4
+            out["followed" if followed else "behind" if behind else "alone"].append(md - sd)
+    return out
+
+
 def analyse(d, idx, label, args):
     run = load_json(os.path.join(d, f"run-{idx}.json"))
     sim = load_json(os.path.join(d, f"sim-{idx}.json"))
@@ -307,6 +338,7 @@ def analyse(d, idx, label, args):
     for key, ch, ms, md, *_ in rows:
         usual.setdefault(key[0], []).append(md)
     usual = {k: sorted(v)[len(v) // 2] for k, v in usual.items()}
+    in_stream = queued_behind([(ch, ms, md, sd, dist) for key, ch, ms, md, sd, model, nb, dist, c in rows])
     both_ways = reverse_traffic([(key, ch, ms, md, model, dist) for key, ch, ms, md, sd, model, nb, dist, c in rows])
     stall_x, stall_r = args.stall_ms * 1e-3, args.stall_ratio
     # (key, ch, start, measured, simulated, expected, bytes, near, change): expected is the
@@ -401,6 +433,12 @@ def analyse(d, idx, label, args):
         print(f"  transfers right behind the previous one on their channel, the model's duration at the "
               f"measured start over the measured: the other direction busy {med['busy']}, idle {med['idle']} "
               f"(median, count; > 1: faster than the model)")
+    if any(in_stream.values()):
+        med = {k: f"{1e3 * sorted(v)[len(v) // 2]:+.2f} ms ({len(v)})" if v else "- (0)" for k, v in in_stream.items()}
+        print(f"  transfers 60 ms or more from a change, measured minus simulated duration (median, count): "
+              f"with the next message queued right behind them {med['followed']}, right behind the previous "
+              f"one {med['behind']}, the rest {med['alone']} (a message's last packet shared with the next "
+              f"one: the first late, the second early)")
     if ratios:
         print(f"  compute ops: measured / simulated duration median {ratios[len(ratios) // 2]:.3f}, "
               f"90th percentile {ratios[int(0.9 * (len(ratios) - 1))]:.3f}; ops' excess per iteration "
