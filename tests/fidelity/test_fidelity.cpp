@@ -1503,6 +1503,23 @@ TEST(Testbed, CalibrationGivesEachMessageTheHeadStartItsBucketHad) {
   EXPECT_EQ(out, "1000000\n0.9215\n0 1 1000000 0.0001\n1 0 1000000 0.0001\n['large', 'tiny'] ['1000000']\n");
 }
 
+// The tiny messages' latency is the 10th percentile of their times, not the median: of
+// eleven messages (0.10 to 1.00 ms and one of 0.15, in no order) the second quickest.
+TEST(Testbed, CalibrationTakesTheLatencyFromTheQuickTinyMessages) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_calib as f, json, os, tempfile\n"
+      "ms = [0.5, 0.1, 0.3, 0.2, 0.9, 0.4, 0.6, 0.7, 0.8, 1.0, 0.15]\n"
+      "ev = [{\"cat\": \"transfer\", \"ph\": \"X\", \"flow_out\": True, \"name\": \"F%d 0->1\" % i,\n"
+      "       \"ts\": 1e4 * i, \"dur\": 1e3 * m, \"args\": {\"bytes\": 1e4}} for i, m in enumerate(ms)]\n"
+      "p = os.path.join(tempfile.mkdtemp(), \"run-1-tiny.trace.json\")\n"
+      "json.dump({\"traceEvents\": ev}, open(p, \"w\"))\n"
+      "print(f.TINY_QUANTILE, {k: (b, round(t * 1e3, 6), n) for k, (b, t, n) in f.quantiles(p, f.TINY_QUANTILE).items()})",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "0.1 {(0, 1): (10000.0, 0.15, 11)}\n");
+}
+
 // A ring of namespaces: the calibration's 1F1B replays never use its link N-1, so the
 // fit gives both its channels, at every level, the mean rate and latency of the
 // channels it measured (marked by 0 samples), and the network then lists them.
