@@ -73,11 +73,6 @@ def medians_of(per):
     return {k: (v[0][0], statistics.median(t for _, _, t in v), len(v)) for k, v in per.items()}
 
 
-def medians(path):
-    """Per channel (from, to) of a replay's timeline: (bytes, median transfer time, count)."""
-    return medians_of(transfers(path))
-
-
 # The quantile of the tiny messages' times taken as the latency (fit's docstring above).
 TINY_QUANTILE = 0.1
 
