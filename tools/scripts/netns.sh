@@ -411,9 +411,10 @@ do_check() {
   echo "netns.sh: network namespaces, veth pairs and tbf shaping work"
 }
 
-# do_tcp [CC|host] [--idle-restart on|off|host]: set TCP's congestion control and its
-# restart after idle in every namespace of the chain, then print what is in effect
-# (one line, the same in every namespace).
+# do_tcp [CC|host] [--idle-restart on|off|host] [--autocork on|off|host]
+# [--pacing-ratio PCT|host]: set TCP's congestion control, its restart after idle, its
+# autocorking and its pacing ratios in every namespace of the chain, then print what is
+# in effect (one line, the same in every namespace).
 do_tcp() {
   local cc=host idle=host cork=host pacing=host n r ns
   while [ $# -gt 0 ]; do
