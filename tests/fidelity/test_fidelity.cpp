@@ -1712,6 +1712,33 @@ TEST(Testbed, AttributionSplitsTransfersByTheMessageBehind) {
   EXPECT_EQ(out, "{'followed': [0.002], 'behind': [-0.002], 'alone': [0.0, 0.0]}\n");
 }
 
+// With one receive stream per stage (replay --streams plan) a receive whose stream reached
+// it at the end of a receive from another peer, and which then took under 1 ms, is held
+// by the stream: its bytes were in. Not: one from the same peer, one after a gap, one that
+// took long, a warm-up's; and nothing with per-channel streams.
+TEST(Testbed, AttributionFindsTransfersHeldByTheReceiveStream) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import json, os, tempfile, fidelity_attribution as f\n"
+      "d = tempfile.mkdtemp()\n"
+      "rec = lambda peer, tag, ms, mb, it, s, e: dict(stage=0, iteration=it, kind=\"recv\", micro_batch=mb, "
+      "model_stage=ms, peer=peer, tag=tag, bytes=1000, start_s=s, end_s=e)\n"
+      "rows = [rec(2, 4, 3, 0, -1, 0.0, 0.01), rec(1, 1, 0, 0, -1, 0.01, 0.0101),\n"
+      "        rec(1, 1, 0, 0, 0, 0.02, 0.05), rec(2, 4, 3, 1, 0, 0.05, 0.0502), rec(2, 4, 3, 2, 0, 0.0502, 0.0503),\n"
+      "        rec(1, 1, 0, 1, 0, 0.0503, 0.06), rec(2, 4, 3, 3, 0, 0.06, 0.065), rec(1, 1, 0, 2, 0, 0.07, 0.0701),\n"
+      "        dict(rec(1, 1, 0, 0, 0, 0.0, 0.1), stage=1, kind=\"send\")]\n"
+      "open(os.path.join(d, \"raw-3.jsonl\"), \"w\").write(\"\".join(json.dumps(r) + \"\\n\" for r in rows))\n"
+      "log = lambda streams: open(os.path.join(d, \"replay-3.log\"), \"w\").write("
+      "\"replay of p.json (cpu backend, \" + streams + \" streams, 1 warm-up)\\n\")\n"
+      "log(\"plan\")\n"
+      "print(sorted(f.held_by_stream(d, 3)), f.transfer_id((\"2F1 2->0\", 0, 1)), f.transfer_id((\"4I0 1->0\", 2, 0)))\n"
+      "log(\"channel\")\n"
+      "print(f.held_by_stream(d, 3))",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "[(2, False, 2, 0, 0, 1)] (2, False, 2, 0, 0, 1) (4, True, 1, 0, 2, 0)\nset()\n");
+}
+
 // The compute ops that ran late, and those of them that overlap one of the driver's tc
 // calls: an op late by more than the threshold in a call, one late outside, one on time
 // in a call, one not in the simulation.

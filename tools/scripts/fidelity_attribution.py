@@ -22,7 +22,11 @@ directory above it) and one replayed candidate, and prints:
                duration by their place in the channel's stream (with the next message
                queued right behind, right behind the previous one, the rest): a
                message whose last packet the sender shared with the next message's
-               first bytes ran late and the next one early (fidelity.sh --tcp-push)
+               first bytes ran late and the next one early (fidelity.sh --tcp-push);
+               with one receive stream per stage (fidelity.sh --streams plan), the
+               transfers whose end was the stream's, not the link's (held by the
+               receive stream: their bytes were in when the stream, done with a
+               receive from another peer, reached them), left out of the stalls
   testbed      with the testbed's own record (fidelity.sh writes tc-calls-I.csv and
                netstat-I.txt): how long each change's tc calls took (first start to last
                end), the links' drops and backlog, and per period between two changes the
@@ -279,6 +283,50 @@ def queued_behind(rows):
     return out
 
 
+TRANSFER_NAME = re.compile(r"^(\d+)([FBI])(\d+) (\d+)->(\d+)$")
+
+
+def held_by_stream(d, idx):
+    """{(sending model stage, gradient, from, to, iteration, micro_batch)} of candidate idx's
+    transfers whose receive its stage's one receive stream (replay --streams plan, as its
+    log replay-I.log says) reached only when the previous receive, from another peer,
+    ended, and which then took under 1 ms: their bytes had arrived before. Such a
+    transfer's measured end is when the stream got to it, not when the link delivered
+    it, and costs no iteration time (a stage's receives are in the order its ops consume
+    them, so its consumer runs after the previous receive's anyway). Read from the
+    replay's --raw lines (raw-I.jsonl); empty without them or with per-channel streams."""
+    raw_path, log_path = os.path.join(d, f"raw-{idx}.jsonl"), os.path.join(d, f"replay-{idx}.log")
+    if not (os.path.exists(raw_path) and os.path.exists(log_path)):
+        return set()
+    with open(log_path) as f:
+        if ", plan streams," not in f.read():
+            return set()
+    streams = {}
+    with open(raw_path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "recv":
+                streams.setdefault(r["stage"], []).append(r)
+    held = set()
+    for stage, recvs in streams.items():
+        recvs.sort(key=lambda r: r["start_s"])
+        for prev, r in zip(recvs, recvs[1:]):
+            if (r["iteration"] >= 0 and r["peer"] != prev["peer"] and r["start_s"] - prev["end_s"] < 1e-4
+                    and r["end_s"] - r["start_s"] < 1e-3):
+                gradient = r["tag"] % 2 == 1  # tags: even for activations, odd for gradients
+                sender = r["model_stage"] + 1 if gradient else r["model_stage"] - 1
+                held.add((sender, gradient, r["peer"], stage, r["iteration"], r["micro_batch"]))
+    return held
+
+
+def transfer_id(key):
+    """held_by_stream's tuple for a transfers(...) key (name, iteration, micro_batch)."""
+    m = TRANSFER_NAME.match(key[0])
+    if not m:
+        return None
+    return (int(m.group(1)), m.group(2) != "F", int(m.group(4)), int(m.group(5)), key[1], key[2])
+
+
 def analyse(d, idx, label, args):
     run = load_json(os.path.join(d, f"run-{idx}.json"))
     sim = load_json(os.path.join(d, f"sim-{idx}.json"))
@@ -338,14 +386,17 @@ def analyse(d, idx, label, args):
     for key, ch, ms, md, *_ in rows:
         usual.setdefault(key[0], []).append(md)
     usual = {k: sorted(v)[len(v) // 2] for k, v in usual.items()}
-    in_stream = queued_behind([(ch, ms, md, sd, dist) for key, ch, ms, md, sd, model, nb, dist, c in rows])
-    both_ways = reverse_traffic([(key, ch, ms, md, model, dist) for key, ch, ms, md, sd, model, nb, dist, c in rows])
+    held = held_by_stream(d, idx)
+    on_link = [r for r in rows if transfer_id(r[0]) not in held]
+    in_stream = queued_behind([(ch, ms, md, sd, dist) for key, ch, ms, md, sd, model, nb, dist, c in on_link])
+    both_ways = reverse_traffic([(key, ch, ms, md, model, dist) for key, ch, ms, md, sd, model, nb, dist, c in on_link])
     stall_x, stall_r = args.stall_ms * 1e-3, args.stall_ratio
     # (key, ch, start, measured, simulated, expected, bytes, near, change): expected is the
     # longer of the model's duration at the measured start and the message's usual one.
     rows = [(key, ch, ms, md, sd, max(model, usual[key[0]]) if model is not None else None, nb, dist, c)
             for key, ch, ms, md, sd, model, nb, dist, c in rows]
-    stalls = [r for r in rows if r[5] is not None and r[3] - r[5] > stall_x and r[3] > stall_r * r[5]]
+    stalls = [r for r in rows if r[5] is not None and r[3] - r[5] > stall_x and r[3] > stall_r * r[5]
+              and transfer_id(r[0]) not in held]
 
     # --- ops
     mo, so = ops(mev), ops(sev)
@@ -414,7 +465,8 @@ def analyse(d, idx, label, args):
             mo_txt = f"{1e3 * model:8.1f}" if model is not None else "       -"
             ex = f"{1e3 * (md - model):9.1f}" if model is not None else "        -"
             nr = (f"{1e3 * dist:7.0f}{'v' if c[2] < c[1] else '^'}" if c else "      -")
-            print(f"    {ms:7.3f}  {key[0]:12} it{key[1]:<3d} {nb:8.0f}  {1e3 * md:11.1f}  {sd_txt}  {mo_txt}  {ex}  {nr}")
+            mark = "  held by the receive stream" if transfer_id(key) in held else ""
+            print(f"    {ms:7.3f}  {key[0]:12} it{key[1]:<3d} {nb:8.0f}  {1e3 * md:11.1f}  {sd_txt}  {mo_txt}  {ex}  {nr}{mark}")
 
     print()
     print(f"  stalled transfers (measured > {stall_r:g} x expected and > expected + {args.stall_ms:g} ms): {len(stalls)}")
@@ -428,6 +480,12 @@ def analyse(d, idx, label, args):
         where = (f"{1e3 * dist:.0f} ms from the {'fall' if c[2] < c[1] else 'rise'} at {c[0]:.3f}" if c else "no change")
         print(f"    {ms:8.3f}  {key[0]:12} it{key[1]:<3d} {1e3 * md:7.1f} ms, expected {1e3 * model:6.1f} ms "
               f"(+{1e3 * (md - model):.0f} ms); {where}{after}")
+    if held:
+        excess = sorted(r[3] - r[5] for r in rows if r[5] is not None and transfer_id(r[0]) in held)
+        med = f", measured minus expected median {1e3 * excess[len(excess) // 2]:+.1f} ms" if excess else ""
+        print(f"  transfers held by the receive stream: {len(held)}{med} (replay --streams plan: their bytes "
+              f"were in, or came within 1 ms, when the stage's one receive stream reached them at the end "
+              f"of a receive from another peer; left out of the stalls and of the lines below)")
     if both_ways["busy"] or both_ways["idle"]:
         med = {k: f"{sorted(v)[len(v) // 2]:.3f} ({len(v)})" if v else "- (0)" for k, v in both_ways.items()}
         print(f"  transfers right behind the previous one on their channel, the model's duration at the "
