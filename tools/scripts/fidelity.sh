@@ -40,7 +40,13 @@
 #                      permitted: rt with fewer ranks than cores, compute-rt with as
 #                      many, else nice (each drawn scenario by its own ranks)
 #   --streams S        replay streams: plan (one send and one recv stream per stage) or
-#                      channel (one per channel end) (default plan)
+#                      channel (one per channel end) (default plan). With plan, a stage
+#                      that receives from two peers posts its receives in the order its
+#                      ops consume them, and a message that arrived while the stream
+#                      waited on the other peer is measured as ending when the stream
+#                      reached it (no iteration time lost; fidelity_attribution.py counts
+#                      them as "held by the receive stream"; docs/fidelity.md, "The
+#                      ring's stall was the receive stream")
 #   --pipeline FILE    pipeline (default configs/fidelity/pipeline-N.json; with
 #                      --families configs/fidelity/pipeline-2N.json)
 #   --families LIST    plan across schedule families too (adagrouper plan --devices N
