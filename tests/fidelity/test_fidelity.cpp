@@ -1467,7 +1467,7 @@ TEST(Testbed, CalibrationFitsTheBucketsHeadStart) {
 // gives 7.9% less (the median of the four). Through `fit`, with the replays written as
 // timelines (large messages, and tiny ones of 100 us): the same rate and the latency on
 // both channels. The re-simulation's refit finds those replays (and not the ops'
-// calibration beside them) above a run directory.
+// calibration beside them) above a run directory, and closes a ring's link.
 TEST(Testbed, CalibrationGivesEachMessageTheHeadStartItsBucketHad) {
   int rc = 0;
   const std::string out = python_in_scripts(
@@ -1497,10 +1497,16 @@ TEST(Testbed, CalibrationGivesEachMessageTheHeadStartItsBucketHad) {
       "    print(ch[\"from\"], ch[\"to\"], \"%.9g %.9g\" % (ch[\"rate\"], ch[\"latency_s\"]))\n"
       "import fidelity_resim as r\n"
       "_, sizes, levels = r.calib_dir(os.path.join(d, \"run\", \"preempted\"))\n"
-      "print(sizes, levels)",
+      "print(sizes, levels)\n"
+      // On a ring the refit closes the ring's link as the run's own fit did.
+      "json.dump({\"ring\": 3}, open(os.path.join(d, \"calibration.json\"), \"w\"))\n"
+      "p, top = r.refit(os.path.join(d, \"run\", \"preempted\"), B)\n"
+      "print(top, [(c[\"from\"], c[\"to\"], c[\"samples\"]) for c in json.load(open(p))[\"levels\"][0][\"channels\"]])",
       rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "1000000\n0.9215\n0 1 1000000 0.0001\n1 0 1000000 0.0001\n['large', 'tiny'] ['1000000']\n");
+  EXPECT_EQ(out,
+            "1000000\n0.9215\n0 1 1000000 0.0001\n1 0 1000000 0.0001\n['large', 'tiny'] ['1000000']\n"
+            "1000000.0 [(0, 1, 9), (1, 0, 9), (2, 0, 0), (0, 2, 0)]\n");
 }
 
 // The tiny messages' latency is the 10th percentile of their times, not the median: of

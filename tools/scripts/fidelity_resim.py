@@ -126,11 +126,18 @@ def calib_dir(d):
 
 
 def refit(d, burst):
-    """calibration-refit.json in d: the run's replays fitted with a bucket of `burst` bytes."""
+    """calibration-refit.json in d: the run's replays fitted with a bucket of `burst` bytes;
+    on a ring (the run's calibration.json beside calib/ says "ring": N), with the ring's
+    link closed as the run's own fit closed it."""
     c, sizes, levels = calib_dir(d)
+    doc = fidelity_calib.fit(c, sizes, levels, burst)
+    own = os.path.join(os.path.dirname(c), "calibration.json")
+    ring = json.load(open(own)).get("ring") if os.path.exists(own) else None
+    if ring:
+        fidelity_calib.close_ring(doc, ring)
     path = os.path.join(d, "calibration-refit.json")
     with open(path, "w") as f:
-        json.dump(fidelity_calib.fit(c, sizes, levels, burst), f, indent=1)
+        json.dump(doc, f, indent=1)
     return path, max(float(x) for x in levels)
 
 
