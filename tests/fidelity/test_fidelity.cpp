@@ -1721,7 +1721,8 @@ TEST(Testbed, AttributionSplitsTransfersByTheMessageBehind) {
 // With one receive stream per stage (replay --streams plan) a receive whose stream reached
 // it at the end of a receive from another peer, and which then took under 1 ms, is held
 // by the stream: its bytes were in. Not: one from the same peer, one after a gap, one that
-// took long, a warm-up's; and nothing with per-channel streams.
+// took long, a warm-up's; and nothing with per-channel streams. A transfer's name without
+// its model stage ("B3 2->1", one model stage per stage) is the sending stage's.
 TEST(Testbed, AttributionFindsTransfersHeldByTheReceiveStream) {
   int rc = 0;
   const std::string out = python_in_scripts(
@@ -1737,12 +1738,12 @@ TEST(Testbed, AttributionFindsTransfersHeldByTheReceiveStream) {
       "log = lambda streams: open(os.path.join(d, \"replay-3.log\"), \"w\").write("
       "\"replay of p.json (cpu backend, \" + streams + \" streams, 1 warm-up)\\n\")\n"
       "log(\"plan\")\n"
-      "print(sorted(f.held_by_stream(d, 3)), f.transfer_id((\"2F1 2->0\", 0, 1)), f.transfer_id((\"4I0 1->0\", 2, 0)))\n"
+      "print(sorted(f.held_by_stream(d, 3)), f.transfer_id((\"2F1 2->0\", 0, 1)), f.transfer_id((\"4I0 1->0\", 2, 0)), f.transfer_id((\"B3 2->1\", 1, 3)))\n"
       "log(\"channel\")\n"
       "print(f.held_by_stream(d, 3))",
       rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "[(2, False, 2, 0, 0, 1)] (2, False, 2, 0, 0, 1) (4, True, 1, 0, 2, 0)\nset()\n");
+  EXPECT_EQ(out, "[(2, False, 2, 0, 0, 1)] (2, False, 2, 0, 0, 1) (4, True, 1, 0, 2, 0) (2, True, 2, 1, 1, 3)\nset()\n");
 }
 
 // The compute ops that ran late, and those of them that overlap one of the driver's tc

@@ -283,7 +283,7 @@ def queued_behind(rows):
     return out
 
 
-TRANSFER_NAME = re.compile(r"^(\d+)([FBI])(\d+) (\d+)->(\d+)$")
+TRANSFER_NAME = re.compile(r"^(\d*)([FBI])(\d+) (\d+)->(\d+)$")
 
 
 def held_by_stream(d, idx):
@@ -320,11 +320,14 @@ def held_by_stream(d, idx):
 
 
 def transfer_id(key):
-    """held_by_stream's tuple for a transfers(...) key (name, iteration, micro_batch)."""
+    """held_by_stream's tuple for a transfers(...) key (name, iteration, micro_batch). A name
+    without the sending model stage ("F3 0->1": one model stage per stage) is sent by the
+    model stage of the sending stage."""
     m = TRANSFER_NAME.match(key[0])
     if not m:
         return None
-    return (int(m.group(1)), m.group(2) != "F", int(m.group(4)), int(m.group(5)), key[1], key[2])
+    sender = int(m.group(1)) if m.group(1) else int(m.group(4))
+    return (sender, m.group(2) != "F", int(m.group(4)), int(m.group(5)), key[1], key[2])
 
 
 def analyse(d, idx, label, args):
