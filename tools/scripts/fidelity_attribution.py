@@ -290,11 +290,12 @@ def held_by_stream(d, idx):
     """{(sending model stage, gradient, from, to, iteration, micro_batch)} of candidate idx's
     transfers whose receive its stage's one receive stream (replay --streams plan, as its
     log replay-I.log says) reached only when the previous receive, from another peer,
-    ended, and which then took under 1 ms: their bytes had arrived before. Such a
-    transfer's measured end is when the stream got to it, not when the link delivered
-    it, and costs no iteration time (a stage's receives are in the order its ops consume
-    them, so its consumer runs after the previous receive's anyway). Read from the
-    replay's --raw lines (raw-I.jsonl); empty without them or with per-channel streams."""
+    ended, and which then took under 1 ms: their bytes were in, or came within that
+    millisecond. Such a transfer's measured end is when the stream got to it, not when
+    the link delivered it, and costs no iteration time (a stage's receives are in the
+    order its ops consume them, so its consumer runs after the previous receive's
+    anyway). Read from the replay's --raw lines (raw-I.jsonl); empty without them or
+    with per-channel streams."""
     raw_path, log_path = os.path.join(d, f"raw-{idx}.jsonl"), os.path.join(d, f"replay-{idx}.log")
     if not (os.path.exists(raw_path) and os.path.exists(log_path)):
         return set()
@@ -619,6 +620,7 @@ def analyse(d, idx, label, args):
         res["classes"][c] = {"iterations": len(ks), "mape_free_pct": sf, "mape_aligned_pct": sa}
         print(f"    {c:26} {len(ks):10d}  {sf:11.2f}%  {sa:6.2f}%  {1e3 * ex:8.0f} ms")
     res["stalled_transfers"] = len(stalls)
+    res["held_by_receive_stream"] = len(held)
     res["stalls"] = [{"transfer": r[0][0], "iteration": r[0][1], "start_s": r[2], "measured_s": r[3],
                       "expected_s": r[5], "near_change_s": r[7] if r[8] else None} for r in stalls]
     res["op_ratio_median"] = ratios[len(ratios) // 2] if ratios else None
