@@ -1290,6 +1290,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--tcp 'a b'", "--tcp: a congestion control's name"},
            {"--tcp-idle-restart maybe", "--tcp-idle-restart: on, off or host"},
            {"--tcp-push lazy", "--tcp-push: eager or host, got 'lazy'"},
+           {"--tiny-quantile 2", "--tiny-quantile: a number from 0 to 1, got '2'"},
            {"--calib-latency line", "--calib-latency: auto, fit or tiny"},
            {"--calib-compute yes", "--calib-compute: on or off"},
            {"--compute-spin -5", "--compute-spin: microseconds, an integer from 0 to 100000"},
@@ -1362,6 +1363,8 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
            {"--latency-scale x /tmp", "--latency-scale: a factor >= 0, got 'x'"},
            {"--refit --measured-compute /tmp", "--refit: needs --burst-bytes"},
            {"--burst-bytes x /tmp", "--burst-bytes: a number of bytes or auto"},
+           {"--burst-bytes 1 --tiny-quantile 0.5 /tmp", "--tiny-quantile: only with --refit"},
+           {"--burst-bytes 1 --refit --tiny-quantile 1.5 /tmp", "--tiny-quantile: a number from 0 to 1, got '1.5'"},
            {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
     expect_refused("fidelity_resim.py", args, piece);
   testutil::TempDir dir;
@@ -1455,6 +1458,7 @@ TEST(Testbed, CalibrationFitsTheBucketsHeadStart) {
            {"fit /tmp 'large large' 1e6", "SIZES is 'small large' or one of them, with tiny or not"},
            {"fit /tmp 'small large tiny' 1e6", "SIZES tiny: needs --bucket-bytes B > 0"},
            {"fit /tmp small 1e6 --bucket-bytes -1", "--bucket-bytes: must be >= 0"},
+           {"fit /tmp small 1e6 --tiny-quantile 1.1", "--tiny-quantile: a number from 0 to 1, got '1.1'"},
            {"network c.json 1e6 n.json trace", "KIND is constant, or trace followed by RATES_CSV"}})
     expect_refused("fidelity_calib.py", args, piece);
 }
@@ -1509,8 +1513,9 @@ TEST(Testbed, CalibrationGivesEachMessageTheHeadStartItsBucketHad) {
             "1000000.0 [(0, 1, 9), (1, 0, 9), (2, 0, 0), (0, 2, 0)]\n");
 }
 
-// The tiny messages' latency is the 10th percentile of their times, not the median: of
-// eleven messages (0.10 to 1.00 ms and one of 0.15, in no order) the second quickest.
+// The tiny messages' latency is the 10th percentile of their times by default: of eleven
+// messages (0.10 to 1.00 ms and one of 0.15, in no order) the second quickest; at the
+// median (fit --tiny-quantile 0.5, fidelity.sh --tiny-quantile) the sixth.
 TEST(Testbed, CalibrationTakesTheLatencyFromTheQuickTinyMessages) {
   int rc = 0;
   const std::string out = python_in_scripts(
@@ -1520,10 +1525,11 @@ TEST(Testbed, CalibrationTakesTheLatencyFromTheQuickTinyMessages) {
       "       \"ts\": 1e4 * i, \"dur\": 1e3 * m, \"args\": {\"bytes\": 1e4}} for i, m in enumerate(ms)]\n"
       "p = os.path.join(tempfile.mkdtemp(), \"run-1-tiny.trace.json\")\n"
       "json.dump({\"traceEvents\": ev}, open(p, \"w\"))\n"
-      "print(f.TINY_QUANTILE, {k: (b, round(t * 1e3, 6), n) for k, (b, t, n) in f.quantiles(p, f.TINY_QUANTILE).items()})",
+      "print(f.TINY_QUANTILE, {k: (b, round(t * 1e3, 6), n) for k, (b, t, n) in f.quantiles(p, f.TINY_QUANTILE).items()})\n"
+      "print({k: round(t * 1e3, 6) for k, (b, t, n) in f.quantiles(p, 0.5).items()})",
       rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "0.1 {(0, 1): (10000.0, 0.15, 11)}\n");
+  EXPECT_EQ(out, "0.1 {(0, 1): (10000.0, 0.15, 11)}\n{(0, 1): 0.5}\n");
 }
 
 // A ring of namespaces: the calibration's 1F1B replays never use its link N-1, so the

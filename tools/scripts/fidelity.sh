@@ -155,6 +155,12 @@
 #                      to refill between them, so that a message leaves at once and its
 #                      time is the latency; the rate then comes from the large messages.
 #                      auto: tiny with the model's bucket, else fit
+#   --tiny-quantile Q  with --calib-latency tiny, which quantile of the tiny messages'
+#                      times is the latency, 0 to 1 (default 0.1: a message the host did
+#                      not delay; on a noisy host the median ran 0.04 to 0.27 ms from run
+#                      to run, on a quiet one it came closer to the runs than the 10th
+#                      percentile; docs/fidelity.md, "The ring's stall was the receive
+#                      stream")
 #   --calib-compute C  on (default) or off: whether the simulated pipeline is the one the
 #                      ranks run (off) or that one with each stage's op overhead as a
 #                      1F1B replay measured it (on): every op's cost beyond its profile,
@@ -218,7 +224,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
+shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
 families="" rank_by=predicted w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
@@ -293,7 +299,7 @@ run_random_scenarios() {
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" --acks "$acks" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
-        --calib-latency "$calib_latency" --calib-compute "$calib_compute" --queue "$queue_kind" \
+        --calib-latency "$calib_latency" --tiny-quantile "$tiny_quantile" --calib-compute "$calib_compute" --queue "$queue_kind" \
         --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
         --tcp-idle-restart "$tcp_idle" --tcp-push "$tcp_push" --rank-by "$rank_by" --w-fill "$w_fill" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
@@ -375,6 +381,7 @@ while [ $# -gt 0 ]; do
     --queue) queue_kind=${2:-}; shift 2 ;;
     --model-bucket) model_bucket=${2:-}; shift 2 ;;
     --calib-latency) calib_latency=${2:-}; shift 2 ;;
+    --tiny-quantile) tiny_quantile=${2:-}; shift 2 ;;
     --calib-compute) calib_compute=${2:-}; shift 2 ;;
     --compute-spin) compute_spin=${2:-}; shift 2 ;;
     --mpi-poll) mpi_poll=${2:-}; shift 2 ;;
@@ -420,6 +427,8 @@ case "$calib_latency" in
         calib_sizes="$calib_sizes tiny" ;;
   *) die "--calib-latency: auto, fit or tiny, got '$calib_latency'" ;;
 esac
+[[ "$tiny_quantile" =~ ^(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)$ ]] ||
+  die "--tiny-quantile: a number from 0 to 1, got '$tiny_quantile'"
 case "$calib_compute" in on | off) ;; *) die "--calib-compute: on or off, got '$calib_compute'" ;; esac
 [[ "$compute_spin" =~ ^[0-9]+$ ]] && [ "$compute_spin" -le 100000 ] ||
   die "--compute-spin: microseconds, an integer from 0 to 100000, got '$compute_spin'"
@@ -626,7 +635,7 @@ burst_args=(--burst "$fixed_burst")
 [ "$bucket" != per-rate ] ||
   burst_args=(--burst "$(burst_of "$rate_bytes")")
 "${netns[@]}" rate-all "$rate" --shaper "$shaper" --acks "$acks" "${burst_args[@]}" >/dev/null
-echo "== shaper $shaper, TCP's ACKs $acks, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; queue $queue_kind$([ "$queue_kind" = per-rate ] || echo " ($fixed_queue bytes)"); the model's bucket $model_bucket$([ "$model_bucket" = off ] || echo " ($model_burst bytes: the payload of its whole frames)"), latency $calib_latency"
+echo "== shaper $shaper, TCP's ACKs $acks, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; queue $queue_kind$([ "$queue_kind" = per-rate ] || echo " ($fixed_queue bytes)"); the model's bucket $model_bucket$([ "$model_bucket" = off ] || echo " ($model_burst bytes: the payload of its whole frames)"), latency $calib_latency$([ "$calib_latency" != tiny ] || echo " (quantile $tiny_quantile)")"
 "${netns[@]}" gso "$gso_bytes" ||
   echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
 
@@ -795,7 +804,7 @@ EOF
   done
   set_rate "$rate_bytes"
   python3 "$root/tools/scripts/fidelity_calib.py" fit "$out/calib" "$calib_sizes" $levels "${model_bucket_args[@]}" \
-    $([ "$ring" -eq 0 ] || echo "--ring $ranks") \
+    $([ "$ring" -eq 0 ] || echo "--ring $ranks") --tiny-quantile "$tiny_quantile" \
     >"$out/calibration.json"
 else
   mpi "$calib" p2p --backend cpu --pipeline "$pipeline" --duration "$calib_it" --interval 0.02 \

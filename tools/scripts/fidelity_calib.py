@@ -3,6 +3,7 @@
 gives; the ops' cost beyond their profile and the pipeline it gives.
 
     tools/scripts/fidelity_calib.py fit CALIB_DIR SIZES LEVEL [LEVEL ...] [--bucket-bytes B] [--ring N]
+                                    [--tiny-quantile Q]
     tools/scripts/fidelity_calib.py network CALIBRATION NOMINAL FILE KIND [RATES_CSV [per-channel]]
     tools/scripts/fidelity_calib.py compute TIMELINE PIPELINE B OUT
 
@@ -16,9 +17,11 @@ assumes a token bucket of B bytes in front of the rate (docs/model.md, "Shaped l
 full at each message, so that a message of x bytes takes L + (x - B) / R. SIZES may
 also name tiny (with --bucket-bytes only): replays of messages smaller than the bucket,
 spaced for it to refill, which leave at once; the latency is then the 10th percentile of
-their times (a message the host did not delay: in those replays both ranks send at once,
-and on 2 cores the median ran 0.04 to 0.27 ms from run to run where the pipelines'
-messages saw 0.03 to 0.07; docs/fidelity.md, "A message's last packet"),
+their times (--tiny-quantile Q: their Q-quantile, 0 <= Q <= 1; the 10th percentile is a
+message the host did not delay: in those replays both ranks send at once, and on 2 cores
+the median ran 0.04 to 0.27 ms from run to run where the pipelines' messages saw 0.03 to
+0.07; on a quiet host the median came closer to the runs; docs/fidelity.md, "A message's
+last packet", "The ring's stall was the receive stream"),
 and the rate comes from the largest other size with it, each message given the head
 start the bucket had for it (none for a message sent as the previous one ended; the
 model's rule). With --ring N (a ring of N namespaces: netns.sh create N --ring) the ring's
@@ -126,15 +129,16 @@ def fit_channel(small, large, bucket=0.0, tiny=None):
     return lat, rate
 
 
-def fit(calib_dir, sizes, levels, bucket=0.0):
+def fit(calib_dir, sizes, levels, bucket=0.0, tiny_quantile=TINY_QUANTILE):
     """The calibration of the replays in calib_dir: levels are the shaped rates as their
-    files name them (run-LEVEL-SIZE.trace.json)."""
+    files name them (run-LEVEL-SIZE.trace.json); the latency the tiny_quantile of the
+    tiny messages' times where sizes has tiny."""
     out = []
     for name in levels:
         level = float(name)
         msgs = [transfers(os.path.join(calib_dir, f"run-{name}-{s}.trace.json")) for s in sizes if s != "tiny"]
         runs = [medians_of(m) for m in msgs]
-        tiny = (quantiles(os.path.join(calib_dir, f"run-{name}-tiny.trace.json"), TINY_QUANTILE)
+        tiny = (quantiles(os.path.join(calib_dir, f"run-{name}-tiny.trace.json"), tiny_quantile)
                 if "tiny" in sizes else None)
         chans = []
         for (f, t) in sorted(runs[0], key=lambda c: (c[0] > c[1], min(c))):
@@ -157,6 +161,7 @@ def fit(calib_dir, sizes, levels, bucket=0.0):
         doc["bucket_bytes"] = bucket
     if "tiny" in sizes:
         doc["latency_from"] = "tiny"  # messages within the bucket, not the line's intercept
+        doc["tiny_quantile"] = tiny_quantile
     return doc
 
 
@@ -391,7 +396,7 @@ def number(text, what, fail_with=fail, expected="a number"):
 
 
 def main(argv):
-    bucket, ring = 0.0, 0
+    bucket, ring, tiny_q = 0.0, 0, TINY_QUANTILE
     if "--ring" in argv:
         i = argv.index("--ring")
         if i + 1 >= len(argv) or not argv[i + 1].isdigit() or int(argv[i + 1]) < 3:
@@ -404,6 +409,14 @@ def main(argv):
             fail("--bucket-bytes: needs a value")
         bucket = number(argv[i + 1], "--bucket-bytes")
         del argv[i:i + 2]
+    if "--tiny-quantile" in argv:
+        i = argv.index("--tiny-quantile")
+        if i + 1 >= len(argv):
+            fail("--tiny-quantile: needs a value")
+        tiny_q = number(argv[i + 1], "--tiny-quantile", expected="a number from 0 to 1")
+        if not 0 <= tiny_q <= 1:
+            fail(f"--tiny-quantile: a number from 0 to 1, got '{argv[i + 1]}'")
+        del argv[i:i + 2]
     if len(argv) >= 4 and argv[0] == "fit":
         sizes = argv[2].split()
         lines = [x for x in sizes if x != "tiny"]
@@ -413,7 +426,7 @@ def main(argv):
             fail("fit: SIZES tiny: needs --bucket-bytes B > 0 (a message smaller than the bucket)")
         for x in argv[3:]:
             number(x, "fit: LEVEL")
-        doc = fit(argv[1], sizes, argv[3:], bucket)
+        doc = fit(argv[1], sizes, argv[3:], bucket, tiny_q)
         json.dump(close_ring(doc, ring) if ring else doc, sys.stdout, indent=1)
     elif 5 <= len(argv) <= 7 and argv[0] == "network":
         kind = argv[4]

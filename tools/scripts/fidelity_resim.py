@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Re-simulates the candidates of fidelity runs with one thing changed, against the same measurements.
 
-    tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit]] [--measured-compute]
+    tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit [--tiny-quantile Q]]] [--measured-compute]
                                     [--latency-scale S] OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
@@ -20,7 +20,8 @@ above it): those replays start most messages on an idle link, so their head star
 in the fitted rate unless the fit knows the bucket. The refit takes the replays the run
 had: small and large (the two-size line), and tiny where the run was calibrated with
 --calib-latency tiny (the latency from them, the rate from each large message with the
-head start its bucket had).
+head start its bucket had). The latency is the quantile of the tiny messages' times that
+the run's own fit took (its calibration.json), or --tiny-quantile Q's (0 to 1).
 --refit writes calibration-refit.json into the run directory, and the networks from it
 and the run's recorded rates (recorded-I.csv, recorded-I-F-T.csv).
 
@@ -125,14 +126,19 @@ def calib_dir(d):
     fail(f"{d}: --refit: no calib/ with replays (run-LEVEL-SIZE.trace.json) in it or above it")
 
 
-def refit(d, burst):
-    """calibration-refit.json in d: the run's replays fitted with a bucket of `burst` bytes;
-    on a ring (the run's calibration.json beside calib/ says "ring": N), with the ring's
-    link closed as the run's own fit closed it."""
+def refit(d, burst, tiny_quantile=None):
+    """calibration-refit.json in d: the run's replays fitted with a bucket of `burst` bytes
+    and the latency at tiny_quantile of the tiny messages (None: the quantile the run's own
+    fit took, which its calibration.json beside calib/ records, else the default); on a
+    ring (that calibration.json says "ring": N), with the ring's link closed as the run's
+    own fit closed it."""
     c, sizes, levels = calib_dir(d)
-    doc = fidelity_calib.fit(c, sizes, levels, burst)
     own = os.path.join(os.path.dirname(c), "calibration.json")
-    ring = json.load(open(own)).get("ring") if os.path.exists(own) else None
+    own_doc = json.load(open(own)) if os.path.exists(own) else {}
+    if tiny_quantile is None:
+        tiny_quantile = own_doc.get("tiny_quantile", fidelity_calib.TINY_QUANTILE)
+    doc = fidelity_calib.fit(c, sizes, levels, burst, tiny_quantile)
+    ring = own_doc.get("ring")
     if ring:
         fidelity_calib.close_ring(doc, ring)
     path = os.path.join(d, "calibration-refit.json")
@@ -193,10 +199,10 @@ def compare(exe, d, pairs_name, out_name):
             for c in doc["comparisons"]]
 
 
-def resim(exe, d, burst, with_refit, measured_compute, latency_scale):
+def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quantile=None):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
-    refitted = refit(d, burst) if with_refit else None
+    refitted = refit(d, burst, tiny_quantile) if with_refit else None
     with open(os.path.join(d, "pairs-resim.txt"), "w") as out:
         for sim_name, run_name in pairs:
             i = re.fullmatch(r"sim-(\d+)\.json", sim_name)
@@ -236,6 +242,8 @@ def main():
     ap.add_argument("--refit", action="store_true", help="fit the run's calibration again with the bucket")
     ap.add_argument("--measured-compute", action="store_true", help="each op as long as the replay measured it")
     ap.add_argument("--latency-scale", help="every channel's latency times this factor (a diagnostic)")
+    ap.add_argument("--tiny-quantile", help="with --refit: the quantile of the tiny messages' times taken as "
+                    "the latency, 0 to 1 (default: the run's own)")
     ap.add_argument("out", nargs="+")
     ap.error = fail  # one line, exit 2
     a = ap.parse_args()
@@ -246,15 +254,22 @@ def main():
         fail("nothing to change: give --burst-bytes B|auto, --measured-compute or --latency-scale S")
     if a.refit and a.burst_bytes is None:
         fail("--refit: needs --burst-bytes (the bucket the fit assumes)")
+    if a.tiny_quantile is not None:
+        if not a.refit:
+            fail("--tiny-quantile: only with --refit (the fit it changes)")
+        a.tiny_quantile = fidelity_calib.number(a.tiny_quantile, "--tiny-quantile", fail, "a number from 0 to 1")
+        if a.tiny_quantile > 1:
+            fail(f"--tiny-quantile: a number from 0 to 1, got '{a.tiny_quantile:g}'")
     if not os.access(a.adagrouper, os.X_OK):
         fail(f"--adagrouper: {a.adagrouper} is not an executable (build it: tools/run.sh build)")
     rows = []
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
-        base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale)
+        base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale, a.tiny_quantile)
         shown = burst if a.burst_bytes is not None else own_bucket(d)
         rows += [(d, label, shown, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
-    what = ", ".join(x for x, on in (("refit", a.refit), ("bucket", a.burst_bytes is not None),
+    refit_txt = "refit" if a.tiny_quantile is None else f"refit (tiny quantile {a.tiny_quantile:g})"
+    what = ", ".join(x for x, on in ((refit_txt, a.refit), ("bucket", a.burst_bytes is not None),
                                        ("measured compute", a.measured_compute),
                                        (f"latency x {a.latency_scale or 0:g}", a.latency_scale is not None)) if on)
     print(f"{'run directory':40} {'candidate':28} {'bucket B':>9} {'MAPE % (signed)':>16}  {what}")
