@@ -390,8 +390,9 @@ def analyse(d, idx, label, args):
     for key, ch, ms, md, *_ in rows:
         usual.setdefault(key[0], []).append(md)
     usual = {k: sorted(v)[len(v) // 2] for k, v in usual.items()}
-    held = held_by_stream(d, idx)
-    on_link = [r for r in rows if transfer_id(r[0]) not in held]
+    held_ids = held_by_stream(d, idx)
+    held = {r[0] for r in rows if transfer_id(r[0]) in held_ids}  # their keys, as rows name them
+    on_link = [r for r in rows if r[0] not in held]
     in_stream = queued_behind([(ch, ms, md, sd, dist) for key, ch, ms, md, sd, model, nb, dist, c in on_link])
     both_ways = reverse_traffic([(key, ch, ms, md, model, dist) for key, ch, ms, md, sd, model, nb, dist, c in on_link])
     stall_x, stall_r = args.stall_ms * 1e-3, args.stall_ratio
@@ -400,7 +401,7 @@ def analyse(d, idx, label, args):
     rows = [(key, ch, ms, md, sd, max(model, usual[key[0]]) if model is not None else None, nb, dist, c)
             for key, ch, ms, md, sd, model, nb, dist, c in rows]
     stalls = [r for r in rows if r[5] is not None and r[3] - r[5] > stall_x and r[3] > stall_r * r[5]
-              and transfer_id(r[0]) not in held]
+              and r[0] not in held]
 
     # --- ops
     mo, so = ops(mev), ops(sev)
@@ -469,7 +470,7 @@ def analyse(d, idx, label, args):
             mo_txt = f"{1e3 * model:8.1f}" if model is not None else "       -"
             ex = f"{1e3 * (md - model):9.1f}" if model is not None else "        -"
             nr = (f"{1e3 * dist:7.0f}{'v' if c[2] < c[1] else '^'}" if c else "      -")
-            mark = "  held by the receive stream" if transfer_id(key) in held else ""
+            mark = "  held by the receive stream" if key in held else ""
             print(f"    {ms:7.3f}  {key[0]:12} it{key[1]:<3d} {nb:8.0f}  {1e3 * md:11.1f}  {sd_txt}  {mo_txt}  {ex}  {nr}{mark}")
 
     print()
@@ -485,7 +486,7 @@ def analyse(d, idx, label, args):
         print(f"    {ms:8.3f}  {key[0]:12} it{key[1]:<3d} {1e3 * md:7.1f} ms, expected {1e3 * model:6.1f} ms "
               f"(+{1e3 * (md - model):.0f} ms); {where}{after}")
     if held:
-        excess = sorted(r[3] - r[5] for r in rows if r[5] is not None and transfer_id(r[0]) in held)
+        excess = sorted(r[3] - r[5] for r in rows if r[5] is not None and r[0] in held)
         med = f", measured minus expected median {1e3 * excess[len(excess) // 2]:+.1f} ms" if excess else ""
         print(f"  transfers held by the receive stream: {len(held)}{med} (replay --streams plan: their bytes "
               f"were in, or came within 1 ms, when the stage's one receive stream reached them at the end "

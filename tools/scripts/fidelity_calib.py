@@ -395,6 +395,14 @@ def number(text, what, fail_with=fail, expected="a number"):
     return v
 
 
+def quantile_arg(text, what, fail_with=fail):
+    """text as a quantile, a number from 0 to 1, else one line through fail_with."""
+    q = number(text, what, fail_with, "a number from 0 to 1")
+    if q > 1:
+        fail_with(f"{what}: a number from 0 to 1, got '{text}'")
+    return q
+
+
 def main(argv):
     bucket, ring, tiny_q = 0.0, 0, TINY_QUANTILE
     if "--ring" in argv:
@@ -413,9 +421,7 @@ def main(argv):
         i = argv.index("--tiny-quantile")
         if i + 1 >= len(argv):
             fail("--tiny-quantile: needs a value")
-        tiny_q = number(argv[i + 1], "--tiny-quantile", expected="a number from 0 to 1")
-        if not 0 <= tiny_q <= 1:
-            fail(f"--tiny-quantile: a number from 0 to 1, got '{argv[i + 1]}'")
+        tiny_q = quantile_arg(argv[i + 1], "--tiny-quantile")
         del argv[i:i + 2]
     if len(argv) >= 4 and argv[0] == "fit":
         sizes = argv[2].split()

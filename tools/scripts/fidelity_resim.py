@@ -257,9 +257,7 @@ def main():
     if a.tiny_quantile is not None:
         if not a.refit:
             fail("--tiny-quantile: only with --refit (the fit it changes)")
-        a.tiny_quantile = fidelity_calib.number(a.tiny_quantile, "--tiny-quantile", fail, "a number from 0 to 1")
-        if a.tiny_quantile > 1:
-            fail(f"--tiny-quantile: a number from 0 to 1, got '{a.tiny_quantile:g}'")
+        a.tiny_quantile = fidelity_calib.quantile_arg(a.tiny_quantile, "--tiny-quantile", fail)
     if not os.access(a.adagrouper, os.X_OK):
         fail(f"--adagrouper: {a.adagrouper} is not an executable (build it: tools/run.sh build)")
     rows = []
