@@ -67,6 +67,13 @@ struct StageRun {
   double peak_memory = 0, peak_inflight = 0;
 };
 
+// An op's start and end, side by side: whoever reads one reads the other soon (the
+// replay both, a local input's or a message's sender's end beside the op's own writes),
+// so a stage's ops take one stream through the caches instead of two.
+struct OpTimes {
+  double start = 0, end = 0;
+};
+
 struct ChannelRun {
   std::uint32_t next = 0;      // next message to transfer = messages delivered
   std::uint32_t consumed = 0;  // messages whose consuming op has been evaluated (with a capacity)
@@ -457,8 +464,7 @@ class Dataflow {
       const std::uint32_t* producer = &prog_.producer[pc.first];
       channels_[c].in_order = pc.capacity == 0 && std::is_sorted(producer, producer + pc.count);
     }
-    start_.resize(prog_.ops.size());
-    end_.resize(prog_.ops.size());
+    times_.resize(prog_.ops.size());
     // Each channel's arrivals followed by kArrivalPad +inf (sentinels for replay_levels).
     arrival_.assign(prog_.producer.size() + kArrivalPad * channels_.size(), kInf);
     for (std::size_t c = 0; c < channels_.size(); ++c)
@@ -643,8 +649,7 @@ class Dataflow {
     // op_end(), with the test for a speed that stays 0 only where there is a speed trace.
     const double end = st.unit_speed ? start + duration : st.speed.finish(start, duration);
     if (!st.unit_speed && end == kNever) return false;
-    start_[i] = start;
-    end_[i] = end;
+    times_[i] = {start, end};
     st.busy_s += end - start;
     st.free = end;
     if (kDynamicW) {
@@ -682,7 +687,7 @@ class Dataflow {
       ready = arrival_[channels_[c.in].arrivals + op.dep];
     } else if (c.in == kLocal) {
       if (i - st.begin <= op.dep) return false;  // ordered after it: never
-      ready = end_[st.begin + op.dep];
+      ready = times_[st.begin + op.dep].end;
     } else {
       ready = t0_;
     }
@@ -710,7 +715,7 @@ class Dataflow {
       if (!run_op<kDynamicW, kTimed>(s, i, c, std::max(st.free, ready))) return false;
       st.next = i + 1;
       if (bounded && c.in < kLocal && channels_[c.in].capacity > 0) {  // whether c.in < kLocal is data
-        consumed_at_[p_channels_[c.in].first + op.dep] = start_[i];
+        consumed_at_[p_channels_[c.in].first + op.dep] = times_[i].start;
         ++channels_[c.in].consumed;
         if (!advance_channel(c.in)) return false;  // may free capacity
       }
@@ -734,7 +739,7 @@ class Dataflow {
     while (ch.next < pc.count) {
       const std::uint32_t p = p_producer_[pc.first + ch.next];
       if (produced <= p) break;  // not produced yet
-      double start = std::max(ch.free, end_[sender.begin + p]);
+      double start = std::max(ch.free, times_[sender.begin + p].end);
       if (ch.next >= ch.full_at) {
         if (ch.consumed < ch.next - pc.capacity + 1) break;  // receiver full
         start = std::max(start, consumed_at_[pc.first + ch.next - pc.capacity]);
@@ -787,10 +792,10 @@ class Dataflow {
   [[gnu::always_inline]] void replay_op(Replay& r, const OpClass* classes, std::uint32_t i) const {
     const std::uint32_t k = p_ops_[i].cls;
     const OpClass& c = classes[k];
-    r.until(start_[i]);
+    r.until(times_[i].start);
     r.start(c, k);
     if (c.phase == Phase::Forward) return;
-    r.until(end_[i]);
+    r.until(times_[i].end);
     r.end(c, k);
   }
 
@@ -810,7 +815,7 @@ class Dataflow {
   double t0_ = 0;
   std::vector<StageRun> stages_;
   std::vector<ChannelRun> channels_;
-  std::vector<double> start_, end_;       // per op of the iteration (index into Program::ops)
+  std::vector<OpTimes> times_;            // per op of the iteration (index into Program::ops)
   std::vector<double> arrival_;           // per message: ChannelRun::arrivals + n
   std::vector<double> consumed_at_;       // per message (index into Program::producer)
   std::vector<double> counts_;            // per memory term (replay_levels)
