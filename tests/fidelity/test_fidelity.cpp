@@ -1293,6 +1293,9 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--tiny-quantile 2", "--tiny-quantile: a number from 0 to 1, got '2'"},
            {"--calib-latency line", "--calib-latency: auto, fit or tiny"},
            {"--calib-compute yes", "--calib-compute: on or off"},
+           {"--stall-fence 0", "--stall-fence: a number of interquartile ranges > 0, or inf, got '0'"},
+           {"--calib-compute-iterations 0", "--calib-compute-iterations: an integer from 1 to 1000, got '0'"},
+           {"--stall-fence -1", "--stall-fence: a number of interquartile ranges > 0, or inf, got '-1'"},
            {"--compute-spin -5", "--compute-spin: microseconds, an integer from 0 to 100000"},
            {"--mpi-poll 0", "--mpi-poll: microseconds, an integer from 1 to 100000"},
            {"--calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
@@ -1365,6 +1368,7 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
            {"--burst-bytes x /tmp", "--burst-bytes: a number of bytes or auto"},
            {"--burst-bytes 1 --tiny-quantile 0.5 /tmp", "--tiny-quantile: only with --refit"},
            {"--burst-bytes 1 --refit --tiny-quantile 1.5 /tmp", "--tiny-quantile: a number from 0 to 1, got '1.5'"},
+           {"--stall-fence 0 /tmp", "--stall-fence: a number of interquartile ranges > 0, or inf, got '0'"},
            {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
     expect_refused("fidelity_resim.py", args, piece);
   testutil::TempDir dir;
@@ -1402,6 +1406,10 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
       shell(fmt::format("cd '{}' && tools/scripts/fidelity_resim.py {} 2>&1", SOURCE_ROOT, resim), rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_THAT(out, ContainsRegex("kfkb k=3 b=1 +0 +" + same)) << out;
+  // A run without a compute calibration has no ops to calibrate again.
+  expect_refused("fidelity_resim.py",
+                 fmt::format("--adagrouper '{}/adagrouper' --stall-fence 3 '{}'", BUILD_ROOT, moved.parent_path().string()),
+                 "--stall-fence: no calib/run-compute.trace.json and compute.json in it or above it");
   std::ofstream(dir.path() / "c0" / "run" / "pipeline.json", std::ios::app) << "\n";
   expect_refused("fidelity_resim.py", resim, "has changed since the plan was made");
   // A run whose prediction read a calibrated pipeline (fidelity.sh --calib-compute on)
@@ -1641,6 +1649,42 @@ TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
            {"compute t.json p.json 0 out.json", "compute: B: a micro-batch size"},
            {"compute /nonexistent.json p.json 1 out.json", "compute: FileNotFoundError"}})
+    expect_refused("fidelity_calib.py", args, piece);
+}
+
+// The compute calibration can leave out the ops the host stalled: on one stage whose ten
+// measured forwards (the first counts from nothing and is left out) start 20 to 40 us
+// after the previous one ends and run to the profile, but one starts 4 ms late, the
+// quartiles are 20 and 40 us, so Tukey's far-out fence (3 interquartile ranges) is at
+// 100 us: the mean of the other nine, 260 / 9 us, is the stage's overhead, and the stall
+// is counted. With the fence at inf (the default) every op is in the mean; a
+// fence of 0 or less, or not a number, is refused in one line; fewer than 4 ops have no
+// quartiles, and none is left out.
+TEST(Testbed, ComputeCalibrationLeavesOutStalledOps) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_calib as f, json, math, tempfile\n" + timeline_events_py() +
+      "gaps = [20, 30, 40, 30, 20, 30, 4000, 40, 30, 20]\n"
+      "ev, t = [op(1, \"F0\", 0, 1000, 0)], 1000\n"
+      "for i, g in enumerate(gaps):\n"
+      "    ev.append(op(1, f\"F{i + 1}\", t + g, 1000, i + 1))\n"
+      "    t += g + 1000\n"
+      "d = tempfile.mkdtemp()\n"
+      "json.dump({\"traceEvents\": ev}, open(d + \"/t.json\", \"w\"))\n"
+      "st = {\"profile\": [{\"micro_batch_size\": 1, \"forward_s\": 0.001, \"backward_s\": 0.002, "
+      "\"activation_bytes\": 0}]}\n"
+      "json.dump({\"name\": \"p\", \"global_batch_size\": 11, \"stages\": [st]}, open(d + \"/p.json\", \"w\"))\n"
+      "for k in (3, math.inf):\n"
+      "    r = f.compute(d + \"/t.json\", d + \"/p.json\", 1, d + \"/o.json\", k)[\"stages\"][0]\n"
+      "    print(r[\"ops\"], round(r[\"op_overhead_s\"] * 1e6, 6), r[\"stalls\"], round(r[\"stall_mean_s\"] * 1e6, 6))\n"
+      "print(f.stalled([1, 100, 1], 3))",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "10 28.888889 1 4000.0\n10 426.0 0 0.0\n[False, False, False]\n");
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"compute t.json p.json 1 out.json --stall-fence 0", "--stall-fence: a number of interquartile ranges > 0"},
+           {"compute t.json p.json 1 out.json --stall-fence x", "--stall-fence: a number of interquartile ranges > 0"},
+           {"compute t.json p.json 1 out.json --stall-fence", "--stall-fence: needs a value"}})
     expect_refused("fidelity_calib.py", args, piece);
 }
 

@@ -168,6 +168,18 @@
 #                      wake-up on a shared core, a busy loop that ends late). The plan
 #                      and the simulations read it (pipeline-sim.json), the ranks run the
 #                      profile; docs/fidelity.md, "Calibrating the ops"
+#   --calib-compute-iterations N
+#                      measured iterations of the compute calibration's 1F1B replay
+#                      (default 3, about 100 ops per stage). More measure the rate of
+#                      the host's rare stalls better, but on this 2-core host the
+#                      overhead drifts by a third between blocks of 3 iterations, and 30
+#                      did not bring two runs closer (docs/fidelity.md, "Stalls in the
+#                      compute calibration")
+#   --stall-fence K    with --calib-compute on: an op of the compute calibration that
+#                      cost more than K interquartile ranges above its stage's third
+#                      quartile counts as stalled by the host and is left out of the
+#                      stage's mean (default inf: every op counts, as the runs pay for
+#                      their stalls too; 3 is Tukey's far-out fence, a diagnostic)
 #   --compute-spin US  microseconds at the end of each compute op that the ranks spin
 #                      rather than sleep (replay --compute-spin; default 200); 0 sleeps
 #                      to the end (late by a wake-up instead)
@@ -224,7 +236,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on compute_spin=200 mpi_poll=20
+shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=3 stall_fence=inf compute_spin=200 mpi_poll=20
 families="" rank_by=predicted w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
@@ -300,7 +312,7 @@ run_random_scenarios() {
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" --acks "$acks" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --tiny-quantile "$tiny_quantile" --calib-compute "$calib_compute" --queue "$queue_kind" \
-        --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
+        --stall-fence "$stall_fence" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
         --tcp-idle-restart "$tcp_idle" --tcp-push "$tcp_push" --rank-by "$rank_by" --w-fill "$w_fill" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -383,6 +395,8 @@ while [ $# -gt 0 ]; do
     --calib-latency) calib_latency=${2:-}; shift 2 ;;
     --tiny-quantile) tiny_quantile=${2:-}; shift 2 ;;
     --calib-compute) calib_compute=${2:-}; shift 2 ;;
+    --stall-fence) stall_fence=${2:-}; shift 2 ;;
+    --calib-compute-iterations) calib_compute_it=${2:-}; shift 2 ;;
     --compute-spin) compute_spin=${2:-}; shift 2 ;;
     --mpi-poll) mpi_poll=${2:-}; shift 2 ;;
     --tcp) tcp_cc=${2:-}; shift 2 ;;
@@ -394,7 +408,7 @@ while [ $# -gt 0 ]; do
 done
 if [ "$ci" -eq 1 ]; then
   [ "${ranks_given:-0}" -eq 1 ] || ranks=2
-  iterations=2 warmup=1 candidates=2 calib_it=1 calib_sizes=large scenario=preempted startup_s=2
+  iterations=2 warmup=1 candidates=2 calib_it=1 calib_compute_it=1 calib_sizes=large scenario=preempted startup_s=2
 fi
 [[ "$ranks" =~ ^[2-4]$ ]] || die "--ranks: 2 .. 4, got '$ranks'"
 [[ "$iterations" =~ ^[1-9][0-9]*$ ]] || die "--iterations: a positive integer, got '$iterations'"
@@ -430,6 +444,10 @@ esac
 [[ "$tiny_quantile" =~ ^(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)$ ]] ||
   die "--tiny-quantile: a number from 0 to 1, got '$tiny_quantile'"
 case "$calib_compute" in on | off) ;; *) die "--calib-compute: on or off, got '$calib_compute'" ;; esac
+[[ "$calib_compute_it" =~ ^[1-9][0-9]*$ ]] && [ "$calib_compute_it" -le 1000 ] ||
+  die "--calib-compute-iterations: an integer from 1 to 1000, got '$calib_compute_it'"
+[[ "$stall_fence" =~ ^(inf|[0-9]*\.?[0-9]+)$ ]] && ! [[ "$stall_fence" =~ ^0*\.?0*$ ]] ||
+  die "--stall-fence: a number of interquartile ranges > 0, or inf, got '$stall_fence'"
 [[ "$compute_spin" =~ ^[0-9]+$ ]] && [ "$compute_spin" -le 100000 ] ||
   die "--compute-spin: microseconds, an integer from 0 to 100000, got '$compute_spin'"
 [[ "$mpi_poll" =~ ^[0-9]+$ ]] && [ "$mpi_poll" -ge 1 ] && [ "$mpi_poll" -le 100000 ] ||
@@ -862,11 +880,11 @@ c = json.load(open(sys.argv[1]))['candidates']
 print(*min((x['micro_batch_size'], i) for i, x in enumerate(c) if x['schedule'] == '1f1b')[::-1])" \
     "$out/calib/plan-compute.json")
   mpi "$calib" replay --backend cpu "${replay_prio[@]}" --plan "$out/calib/plan-compute.json" \
-    --candidate "$compute_cand" --pipeline "$out/calib/pipeline-compute.json" --iterations "$calib_it" --warmup 1 \
+    --candidate "$compute_cand" --pipeline "$out/calib/pipeline-compute.json" --iterations "$calib_compute_it" --warmup 1 \
     --output "$out/calib/run-compute.json" --timeline "$out/calib/run-compute.trace.json" \
     >"$out/calib/replay-compute.log" 2>&1 || { cat "$out/calib/replay-compute.log" >&2; exit 1; }
   python3 "$root/tools/scripts/fidelity_calib.py" compute "$out/calib/run-compute.trace.json" "$pipeline" \
-    "$compute_b" "$out/pipeline-sim.json" >"$out/calib/compute.json"
+    "$compute_b" "$out/pipeline-sim.json" --stall-fence "$stall_fence" >"$out/calib/compute.json"
   sim_pipeline="$out/pipeline-sim.json"
   python3 - "$out/calib/compute.json" "$root/tools/scripts" <<'EOF'
 import json, sys
@@ -877,7 +895,9 @@ print(f"== calibrate compute: 1F1B at b = {m['micro_batch_size']}, each op's cos
       f"(start latency + duration excess, us):")
 for r in m["stages"]:
     print(f"   stage {r['stage']}: {1e6 * r['op_overhead_s']:.1f} ({1e6 * r['start_latency_s']:.1f} + "
-          f"{1e6 * r['duration_excess_s']:.1f}) over {r['ops']} ops, {100 * r['overhead_share']:.1f}% of a forward")
+          f"{1e6 * r['duration_excess_s']:.1f}) over {r['ops']} ops, {100 * r['overhead_share']:.1f}% of a forward"
+          + (f"; {r['stalls']} stalled ({1e6 * r['stall_mean_s']:.0f} us each on average) left out"
+             if r.get("stalls") else ""))
 warning = fidelity_calib.host_warning(m)
 if warning:
     print(f"   warning: {warning}")

@@ -5,7 +5,7 @@ gives; the ops' cost beyond their profile and the pipeline it gives.
     tools/scripts/fidelity_calib.py fit CALIB_DIR SIZES LEVEL [LEVEL ...] [--bucket-bytes B] [--ring N]
                                     [--tiny-quantile Q]
     tools/scripts/fidelity_calib.py network CALIBRATION NOMINAL FILE KIND [RATES_CSV [per-channel]]
-    tools/scripts/fidelity_calib.py compute TIMELINE PIPELINE B OUT
+    tools/scripts/fidelity_calib.py compute TIMELINE PIPELINE B OUT [--stall-fence K]
 
 fit: per shaped rate LEVEL (bytes/s) and channel, the effective rate R and per-message
 latency L (transfer time = L + bytes / R) from the replays tools/scripts/fidelity.sh
@@ -39,7 +39,10 @@ linearly between the calibrated levels), written beside FILE as FILE-F-T.csv. Wi
 compute: per stage of a replay of PIPELINE at micro-batch size B (its measured
 TIMELINE), the mean cost of an op beyond its profiled duration: from the instant the
 model would start it (the later of the stage's previous op's end and its input's
-arrival) to its end, minus the profile's duration. Writes PIPELINE with that overhead
+arrival) to its end, minus the profile's duration; an op that cost more than K
+interquartile ranges above its stage's third quartile (--stall-fence K; default inf,
+every op counts; 3 is Tukey's far-out fence) counts as stalled by the host and is left
+out of the mean, and counted. Writes PIPELINE with that overhead
 as each stage's op_overhead_s (the model adds it to every op: F, B, and each half of a
 split backward; with more model stages than the replay had stages, the stages' mean to
 each) to OUT; prints the measurement as JSON.
@@ -288,13 +291,47 @@ def read_events(path):
     return events
 
 
-def compute(timeline, pipeline_path, b, out_path):
+# The compute calibration's stall fence: an op whose cost beyond its profile lies more
+# than this many interquartile ranges above its stage's third quartile counts as stalled
+# by the host (a rank descheduled for about an op's length) and is left out of the
+# stage's mean. By default none is (inf): the runs pay for their stalls too, and the
+# model adds a stage's mean to every op. Tukey's far-out fence (3) is there to tell the
+# stalls' share apart: on the 2-core machine it took one 3-rank run from 4.81% to 1.01%
+# worst (its calibration held 2 stalls of 4 ms in 93 ops, the run 4 in 1920) and one
+# 4-rank run from 1.63% to 3.54% (its runs stalled as often as its calibration)
+# (docs/fidelity.md, "Stalls in the compute calibration").
+STALL_FENCE = math.inf
+
+
+def stalled(costs, fence):
+    """Which of a stage's op costs (a list) lie above its fence (Tukey's: the third quartile
+    plus `fence` interquartile ranges); none with fewer than 4 ops, too few for quartiles."""
+    if len(costs) < 4 or math.isinf(fence):
+        return [False] * len(costs)
+    q1, _, q3 = statistics.quantiles(costs, n=4)
+    top = q3 + fence * (q3 - q1)
+    return [c > top for c in costs]
+
+
+def stage_row(s, ops, fence):
+    """The compute calibration of stage s from its ops' (start latency, duration excess) in
+    us: the means over the ops that did not stall, and the stalls left out."""
+    out = stalled([x + y for x, y in ops], fence)
+    kept = [op for op, o in zip(ops, out) if not o]
+    stalls = [x + y for (x, y), o in zip(ops, out) if o]
+    return {"stage": s, "ops": len(ops), "start_latency_s": sum(x for x, _ in kept) / len(kept) * 1e-6,
+            "duration_excess_s": sum(y for _, y in kept) / len(kept) * 1e-6, "stalls": len(stalls),
+            "stall_mean_s": sum(stalls) / len(stalls) * 1e-6 if stalls else 0.0}
+
+
+def compute(timeline, pipeline_path, b, out_path, fence=STALL_FENCE):
     """The compute calibration of a replay at micro-batch size b of pipeline_path's ops
     (its timeline): per stage, each op's cost beyond its profiled duration, from the
-    instant it could start (ready_ops) to its end, averaged over the stage's ops. Writes
-    the pipeline with that overhead as each stage's op_overhead_s to out_path (with more
-    model stages than the replay had stages, the stages' mean to each; a negative mean,
-    ops faster than their profile, as 0) and returns the measurement."""
+    instant it could start (ready_ops) to its end, averaged over the stage's ops that did
+    not stall (beyond `fence`: stalled(); math.inf keeps every op). Writes the pipeline
+    with that overhead as each stage's op_overhead_s to out_path (with more model stages
+    than the replay had stages, the stages' mean to each; a negative mean, ops faster
+    than their profile, as 0) and returns the measurement."""
     pipe = read_pipeline(pipeline_path)
     per = {}
     for e, ready in ready_ops(read_events(timeline)):
@@ -307,8 +344,7 @@ def compute(timeline, pipeline_path, b, out_path):
     missing = sorted(set(range(max(stages, default=-1) + 2)) - set(stages))
     if missing[0] < len(stages) or not stages:
         fail(f"compute: {timeline}: no op that could be measured on stage {missing[0]}")
-    rows = [{"stage": s, "ops": len(per[s]), "start_latency_s": sum(x for x, _ in per[s]) / len(per[s]) * 1e-6,
-             "duration_excess_s": sum(y for _, y in per[s]) / len(per[s]) * 1e-6} for s in stages]
+    rows = [stage_row(s, per[s], fence) for s in stages]
     for r in rows:
         r["op_overhead_s"] = r["start_latency_s"] + r["duration_excess_s"]
         r["overhead_share"] = r["op_overhead_s"] / profile_at(pipe["stages"][r["stage"]], b)[0]
@@ -323,7 +359,7 @@ def compute(timeline, pipeline_path, b, out_path):
         json.dump(pipe, f, indent=1)
         f.write("\n")
     os.replace(out_path + ".tmp", out_path)
-    return {"micro_batch_size": b, "stages": rows, "mean_op_overhead_s": mean}
+    return {"micro_batch_size": b, "stages": rows, "mean_op_overhead_s": mean, "stall_fence": fence}
 
 
 # The share of a stage's forward above which the compute calibration's overhead says
@@ -403,6 +439,15 @@ def quantile_arg(text, what, fail_with=fail):
     return q
 
 
+def stall_fence_arg(text, what, fail_with=fail):
+    """text as a stall fence, interquartile ranges above the third quartile: a number > 0,
+    or inf (no op is a stall); else one line through fail_with."""
+    k = number(text, what, fail_with, "a number of interquartile ranges > 0, or inf")
+    if not k > 0:
+        fail_with(f"{what}: a number of interquartile ranges > 0, or inf, got '{text}'")
+    return k
+
+
 def main(argv):
     bucket, ring, tiny_q = 0.0, 0, TINY_QUANTILE
     if "--ring" in argv:
@@ -416,6 +461,13 @@ def main(argv):
         if i + 1 >= len(argv):
             fail("--bucket-bytes: needs a value")
         bucket = number(argv[i + 1], "--bucket-bytes")
+        del argv[i:i + 2]
+    fence = STALL_FENCE
+    if "--stall-fence" in argv:
+        i = argv.index("--stall-fence")
+        if i + 1 >= len(argv):
+            fail("--stall-fence: needs a value")
+        fence = stall_fence_arg(argv[i + 1], "--stall-fence")
         del argv[i:i + 2]
     if "--tiny-quantile" in argv:
         i = argv.index("--tiny-quantile")
@@ -445,12 +497,12 @@ def main(argv):
         if b != int(b) or b < 1:
             fail(f"compute: B: a micro-batch size (a whole number >= 1), got '{argv[3]}'")
         try:
-            json.dump(compute(argv[1], argv[2], int(b), argv[4]), sys.stdout, indent=1)
+            json.dump(compute(argv[1], argv[2], int(b), argv[4], fence), sys.stdout, indent=1)
         except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
             fail(f"compute: {type(e).__name__}: {e}")
     else:
         fail("usage: fidelity_calib.py fit CALIB_DIR SIZES LEVEL... | network CALIBRATION NOMINAL FILE KIND "
-             "[RATES_CSV [per-channel]] | compute TIMELINE PIPELINE B OUT (see its first lines)")
+             "[RATES_CSV [per-channel]] | compute TIMELINE PIPELINE B OUT [--stall-fence K] (see its first lines)")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """Re-simulates the candidates of fidelity runs with one thing changed, against the same measurements.
 
     tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit [--tiny-quantile Q]]] [--measured-compute]
-                                    [--latency-scale S] OUT [OUT ...]
+                                    [--latency-scale S] [--stall-fence K] OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
 writes it), each candidate is simulated again with the same plan, pipeline, network,
@@ -33,6 +33,12 @@ share cores, a descheduled thread).
 --latency-scale S: every channel's latency (latency_s, top-level and per channel) times
 S. A diagnostic, not a model: how much of the error the calibrated latency explains
 (docs/fidelity.md, "The host's CPU, op by op").
+
+--stall-fence K: the ops' overhead calibrated again from the run's own compute
+calibration (calib/run-compute.trace.json above it, fidelity.sh --calib-compute on),
+leaving out the ops beyond K interquartile ranges above their stage's third quartile
+(fidelity_calib.py compute --stall-fence; inf keeps every op, as runs before the fence
+did); writes pipeline-resim.json into the run directory.
 
 Prints, per run directory and candidate, the MAPE of the run's own prediction and of
 the changed one, each with its mean signed error per iteration in parentheses (+: the
@@ -199,9 +205,27 @@ def compare(exe, d, pairs_name, out_name):
             for c in doc["comparisons"]]
 
 
-def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quantile=None):
+def recalibrate_compute(d, pipeline, fence):
+    """pipeline-resim.json in d: `pipeline` with each stage's op overhead calibrated again
+    from the run's compute calibration with stall fence `fence`."""
+    for up in upward(d):
+        timeline = os.path.join(up, "calib", "run-compute.trace.json")
+        measured = os.path.join(up, "calib", "compute.json")
+        if os.path.exists(timeline) and os.path.exists(measured):
+            break
+    else:
+        fail(f"{d}: --stall-fence: no calib/run-compute.trace.json and compute.json in it or above it "
+             "(a run of fidelity.sh --calib-compute on)")
+    out = os.path.join(d, "pipeline-resim.json")
+    fidelity_calib.compute(timeline, pipeline, json.load(open(measured))["micro_batch_size"], out, fence)
+    return out
+
+
+def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quantile=None, fence=None):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
+    if fence is not None:
+        pipeline = recalibrate_compute(d, pipeline, fence)
     refitted = refit(d, burst, tiny_quantile) if with_refit else None
     with open(os.path.join(d, "pairs-resim.txt"), "w") as out:
         for sim_name, run_name in pairs:
@@ -244,14 +268,18 @@ def main():
     ap.add_argument("--latency-scale", help="every channel's latency times this factor (a diagnostic)")
     ap.add_argument("--tiny-quantile", help="with --refit: the quantile of the tiny messages' times taken as "
                     "the latency, 0 to 1 (default: the run's own)")
+    ap.add_argument("--stall-fence", help="the ops' overhead calibrated again with this stall fence "
+                    "(interquartile ranges; inf: every op)")
     ap.add_argument("out", nargs="+")
     ap.error = fail  # one line, exit 2
     a = ap.parse_args()
     a.burst_bytes = burst_arg(a.burst_bytes)
     if a.latency_scale is not None:
         a.latency_scale = fidelity_calib.number(a.latency_scale, "--latency-scale", fail, "a factor >= 0")
-    if a.burst_bytes is None and not a.measured_compute and a.latency_scale is None:
-        fail("nothing to change: give --burst-bytes B|auto, --measured-compute or --latency-scale S")
+    if a.stall_fence is not None:
+        a.stall_fence = fidelity_calib.stall_fence_arg(a.stall_fence, "--stall-fence", fail)
+    if a.burst_bytes is None and not a.measured_compute and a.latency_scale is None and a.stall_fence is None:
+        fail("nothing to change: give --burst-bytes B|auto, --measured-compute, --latency-scale S or --stall-fence K")
     if a.refit and a.burst_bytes is None:
         fail("--refit: needs --burst-bytes (the bucket the fit assumes)")
     if a.tiny_quantile is not None:
@@ -263,13 +291,15 @@ def main():
     rows = []
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
-        base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale, a.tiny_quantile)
+        base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale, a.tiny_quantile,
+                              a.stall_fence)
         shown = burst if a.burst_bytes is not None else own_bucket(d)
         rows += [(d, label, shown, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
     refit_txt = "refit" if a.tiny_quantile is None else f"refit (tiny quantile {a.tiny_quantile:g})"
     what = ", ".join(x for x, on in ((refit_txt, a.refit), ("bucket", a.burst_bytes is not None),
                                        ("measured compute", a.measured_compute),
-                                       (f"latency x {a.latency_scale or 0:g}", a.latency_scale is not None)) if on)
+                                       (f"latency x {a.latency_scale or 0:g}", a.latency_scale is not None),
+                                       (f"stall fence {a.stall_fence}", a.stall_fence is not None)) if on)
     print(f"{'run directory':40} {'candidate':28} {'bucket B':>9} {'MAPE % (signed)':>16}  {what}")
     for d, label, burst, m0, e0, m1, e1 in rows:
         print(f"{d[-40:]:40} {label[:28]:28} {burst:9.6g} {m0:7.2f} ({e0:+6.2f}) {m1:13.2f} ({e1:+6.2f})")
