@@ -1657,7 +1657,7 @@ TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
 // after the previous one ends and run to the profile, but one starts 4 ms late, the
 // quartiles are 20 and 40 us, so Tukey's far-out fence (3 interquartile ranges) is at
 // 100 us: the mean of the other nine, 260 / 9 us, is the stage's overhead, and the stall
-// is counted. With the fence at inf (the default) every op is in the mean; a
+// is counted. With the fence at inf (the default, null in the JSON) every op is in the mean; a
 // fence of 0 or less, or not a number, is refused in one line; fewer than 4 ops have no
 // quartiles, and none is left out.
 TEST(Testbed, ComputeCalibrationLeavesOutStalledOps) {
@@ -1677,10 +1677,12 @@ TEST(Testbed, ComputeCalibrationLeavesOutStalledOps) {
       "for k in (3, math.inf):\n"
       "    r = f.compute(d + \"/t.json\", d + \"/p.json\", 1, d + \"/o.json\", k)[\"stages\"][0]\n"
       "    print(r[\"ops\"], round(r[\"op_overhead_s\"] * 1e6, 6), r[\"stalls\"], round(r[\"stall_mean_s\"] * 1e6, 6))\n"
-      "print(f.stalled([1, 100, 1], 3))",
+      "print(f.stalled([1, 100, 1], 3))\n"
+      "print(json.dumps(f.compute(d + \"/t.json\", d + \"/p.json\", 1, d + \"/o.json\")[\"stall_fence\"]))",
       rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "10 28.888889 1 4000.0\n10 426.0 0 0.0\n[False, False, False]\n");
+  // The measurement is JSON (fidelity.sh writes it as calib/compute.json): no fence is null.
+  EXPECT_EQ(out, "10 28.888889 1 4000.0\n10 426.0 0 0.0\n[False, False, False]\nnull\n");
   for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
            {"compute t.json p.json 1 out.json --stall-fence 0", "--stall-fence: a number of interquartile ranges > 0"},
            {"compute t.json p.json 1 out.json --stall-fence x", "--stall-fence: a number of interquartile ranges > 0"},

@@ -359,7 +359,9 @@ def compute(timeline, pipeline_path, b, out_path, fence=STALL_FENCE):
         json.dump(pipe, f, indent=1)
         f.write("\n")
     os.replace(out_path + ".tmp", out_path)
-    return {"micro_batch_size": b, "stages": rows, "mean_op_overhead_s": mean, "stall_fence": fence}
+    # JSON has no infinity: no fence is null.
+    return {"micro_batch_size": b, "stages": rows, "mean_op_overhead_s": mean,
+            "stall_fence": None if math.isinf(fence) else fence}
 
 
 # The share of a stage's forward above which the compute calibration's overhead says
