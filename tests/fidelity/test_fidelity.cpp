@@ -1368,6 +1368,8 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
            {"--burst-bytes x /tmp", "--burst-bytes: a number of bytes or auto"},
            {"--burst-bytes 1 --tiny-quantile 0.5 /tmp", "--tiny-quantile: only with --refit"},
            {"--burst-bytes 1 --refit --tiny-quantile 1.5 /tmp", "--tiny-quantile: a number from 0 to 1, got '1.5'"},
+           {"--burst-bytes 1 --latency-quantile 0.5 /tmp", "--latency-quantile: only with --refit"},
+           {"--burst-bytes 1 --refit --latency-quantile -1 /tmp", "--latency-quantile: must be >= 0"},
            {"--stall-fence 0 /tmp", "--stall-fence: a number of interquartile ranges > 0, or inf, got '0'"},
            {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
     expect_refused("fidelity_resim.py", args, piece);
@@ -1507,6 +1509,14 @@ TEST(Testbed, CalibrationGivesEachMessageTheHeadStartItsBucketHad) {
       "cal = f.fit(c, [\"large\", \"tiny\"], [\"1000000\"], B)\n"
       "for ch in cal[\"levels\"][0][\"channels\"]:\n"
       "    print(ch[\"from\"], ch[\"to\"], \"%.9g %.9g\" % (ch[\"rate\"], ch[\"latency_s\"]))\n"
+      // Tiny messages of L and 3 L: the rate is fitted with their 10th percentile (L), and
+      // the model's latency is their latency_quantile (the median: 3 L) where given.
+      "timeline(\"run-1000000-tiny.trace.json\", [(1e4, 0.01 * i, L if i == 0 else 3 * L) for i in range(5)])\n"
+      "for q in (None, 0.5):\n"
+      "    cal = f.fit(c, [\"large\", \"tiny\"], [\"1000000\"], B, 0.1, q)\n"
+      "    ch = cal[\"levels\"][0][\"channels\"][0]\n"
+      "    print(q, cal.get(\"latency_quantile\"), \"%.9g %.9g\" % (ch[\"rate\"], ch[\"latency_s\"]))\n"
+      "timeline(\"run-1000000-tiny.trace.json\", [(1e4, 0.01 * i, L) for i in range(5)])\n"
       "import fidelity_resim as r\n"
       "_, sizes, levels = r.calib_dir(os.path.join(d, \"run\", \"preempted\"))\n"
       "print(sizes, levels)\n"
@@ -1517,7 +1527,8 @@ TEST(Testbed, CalibrationGivesEachMessageTheHeadStartItsBucketHad) {
       rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out,
-            "1000000\n0.9215\n0 1 1000000 0.0001\n1 0 1000000 0.0001\n['large', 'tiny'] ['1000000']\n"
+            "1000000\n0.9215\n0 1 1000000 0.0001\n1 0 1000000 0.0001\n"
+            "None None 1000000 0.0001\n0.5 0.5 1000000 0.0003\n['large', 'tiny'] ['1000000']\n"
             "1000000.0 [(0, 1, 9), (1, 0, 9), (2, 0, 0), (0, 2, 0)]\n");
 }
 

@@ -132,17 +132,20 @@ def fit_channel(small, large, bucket=0.0, tiny=None):
     return lat, rate
 
 
-def fit(calib_dir, sizes, levels, bucket=0.0, tiny_quantile=TINY_QUANTILE):
+def fit(calib_dir, sizes, levels, bucket=0.0, tiny_quantile=TINY_QUANTILE, latency_quantile=None):
     """The calibration of the replays in calib_dir: levels are the shaped rates as their
-    files name them (run-LEVEL-SIZE.trace.json); the latency the tiny_quantile of the
-    tiny messages' times where sizes has tiny."""
+    files name them (run-LEVEL-SIZE.trace.json); where sizes has tiny, the rate fitted
+    with the tiny_quantile of the tiny messages' times as the latency, and the latency
+    the model gets their latency_quantile (None: the same)."""
     out = []
     for name in levels:
         level = float(name)
         msgs = [transfers(os.path.join(calib_dir, f"run-{name}-{s}.trace.json")) for s in sizes if s != "tiny"]
         runs = [medians_of(m) for m in msgs]
-        tiny = (quantiles(os.path.join(calib_dir, f"run-{name}-tiny.trace.json"), tiny_quantile)
-                if "tiny" in sizes else None)
+        tiny_path = os.path.join(calib_dir, f"run-{name}-tiny.trace.json")
+        tiny = quantiles(tiny_path, tiny_quantile) if "tiny" in sizes else None
+        model_tiny = (quantiles(tiny_path, latency_quantile)
+                      if "tiny" in sizes and latency_quantile is not None else tiny)
         chans = []
         for (f, t) in sorted(runs[0], key=lambda c: (c[0] > c[1], min(c))):
             (xb, tb, nb) = runs[-1][(f, t)]
@@ -156,6 +159,7 @@ def fit(calib_dir, sizes, levels, bucket=0.0, tiny_quantile=TINY_QUANTILE):
             lat, rate = fit_channel(small, (xb, tb), bucket, tiny[(f, t)][:2] if tiny is not None else None)
             if tiny is not None:  # the latency measured: each large message's own head start
                 rate = bucket_rate(msgs[-1][(f, t)], bucket, lat)
+                lat = fit_channel(small, (xb, tb), bucket, model_tiny[(f, t)][:2])[0]
             chans.append({"from": f, "to": t, "latency_s": lat, "rate": rate, "efficiency": rate / level,
                           "samples": n})
         out.append({"nominal_bytes_per_s": level, "channels": chans})
@@ -165,6 +169,8 @@ def fit(calib_dir, sizes, levels, bucket=0.0, tiny_quantile=TINY_QUANTILE):
     if "tiny" in sizes:
         doc["latency_from"] = "tiny"  # messages within the bucket, not the line's intercept
         doc["tiny_quantile"] = tiny_quantile
+        if latency_quantile is not None:
+            doc["latency_quantile"] = latency_quantile
     return doc
 
 

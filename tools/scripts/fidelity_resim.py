@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Re-simulates the candidates of fidelity runs with one thing changed, against the same measurements.
 
-    tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit [--tiny-quantile Q]]] [--measured-compute]
+    tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit [--tiny-quantile Q] [--latency-quantile Q]]]
+                                    [--measured-compute]
                                     [--latency-scale S] [--stall-fence K] OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
@@ -22,6 +23,10 @@ had: small and large (the two-size line), and tiny where the run was calibrated 
 --calib-latency tiny (the latency from them, the rate from each large message with the
 head start its bucket had). The latency is the quantile of the tiny messages' times that
 the run's own fit took (its calibration.json), or --tiny-quantile Q's (0 to 1).
+--latency-quantile Q gives the model another quantile of the tiny messages' times as
+each channel's latency than the one the rate is fitted with (a diagnostic: the
+pipelines' messages, spaced like the tiny ones, took 0.07 to 0.09 ms longer than the
+model on 3 and 4 ranks; docs/fidelity.md, "Two latencies").
 --refit writes calibration-refit.json into the run directory, and the networks from it
 and the run's recorded rates (recorded-I.csv, recorded-I-F-T.csv).
 
@@ -132,7 +137,7 @@ def calib_dir(d):
     fail(f"{d}: --refit: no calib/ with replays (run-LEVEL-SIZE.trace.json) in it or above it")
 
 
-def refit(d, burst, tiny_quantile=None):
+def refit(d, burst, tiny_quantile=None, latency_quantile=None):
     """calibration-refit.json in d: the run's replays fitted with a bucket of `burst` bytes
     and the latency at tiny_quantile of the tiny messages (None: the quantile the run's own
     fit took, which its calibration.json beside calib/ records, else the default); on a
@@ -143,7 +148,9 @@ def refit(d, burst, tiny_quantile=None):
     own_doc = json.load(open(own)) if os.path.exists(own) else {}
     if tiny_quantile is None:
         tiny_quantile = own_doc.get("tiny_quantile", fidelity_calib.TINY_QUANTILE)
-    doc = fidelity_calib.fit(c, sizes, levels, burst, tiny_quantile)
+    if latency_quantile is None:
+        latency_quantile = own_doc.get("latency_quantile")
+    doc = fidelity_calib.fit(c, sizes, levels, burst, tiny_quantile, latency_quantile)
     ring = own_doc.get("ring")
     if ring:
         fidelity_calib.close_ring(doc, ring)
@@ -221,12 +228,13 @@ def recalibrate_compute(d, pipeline, fence):
     return out
 
 
-def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quantile=None, fence=None):
+def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quantile=None, fence=None,
+          latency_quantile=None):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
     if fence is not None:
         pipeline = recalibrate_compute(d, pipeline, fence)
-    refitted = refit(d, burst, tiny_quantile) if with_refit else None
+    refitted = refit(d, burst, tiny_quantile, latency_quantile) if with_refit else None
     with open(os.path.join(d, "pairs-resim.txt"), "w") as out:
         for sim_name, run_name in pairs:
             i = re.fullmatch(r"sim-(\d+)\.json", sim_name)
@@ -268,6 +276,8 @@ def main():
     ap.add_argument("--latency-scale", help="every channel's latency times this factor (a diagnostic)")
     ap.add_argument("--tiny-quantile", help="with --refit: the quantile of the tiny messages' times taken as "
                     "the latency, 0 to 1 (default: the run's own)")
+    ap.add_argument("--latency-quantile", help="with --refit: the quantile of the tiny messages' times the "
+                    "model takes as the latency (default: the run's own, else the --tiny-quantile the rate is fitted with)")
     ap.add_argument("--stall-fence", help="the ops' overhead calibrated again with this stall fence "
                     "(interquartile ranges; inf: every op)")
     ap.add_argument("out", nargs="+")
@@ -286,16 +296,22 @@ def main():
         if not a.refit:
             fail("--tiny-quantile: only with --refit (the fit it changes)")
         a.tiny_quantile = fidelity_calib.quantile_arg(a.tiny_quantile, "--tiny-quantile", fail)
+    if a.latency_quantile is not None:
+        if not a.refit:
+            fail("--latency-quantile: only with --refit (the fit it changes)")
+        a.latency_quantile = fidelity_calib.quantile_arg(a.latency_quantile, "--latency-quantile", fail)
     if not os.access(a.adagrouper, os.X_OK):
         fail(f"--adagrouper: {a.adagrouper} is not an executable (build it: tools/run.sh build)")
     rows = []
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
         base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale, a.tiny_quantile,
-                              a.stall_fence)
+                              a.stall_fence, a.latency_quantile)
         shown = burst if a.burst_bytes is not None else own_bucket(d)
         rows += [(d, label, shown, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
-    refit_txt = "refit" if a.tiny_quantile is None else f"refit (tiny quantile {a.tiny_quantile:g})"
+    refit_txt = "refit" + "".join(f", {what} {q:g}" for what, q in (("tiny quantile", a.tiny_quantile),
+                                                                     ("latency quantile", a.latency_quantile))
+                                  if q is not None)
     what = ", ".join(x for x, on in ((refit_txt, a.refit), ("bucket", a.burst_bytes is not None),
                                        ("measured compute", a.measured_compute),
                                        (f"latency x {a.latency_scale or 0:g}", a.latency_scale is not None),
