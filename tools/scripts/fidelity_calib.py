@@ -456,33 +456,31 @@ def stall_fence_arg(text, what, fail_with=fail):
     return k
 
 
+def take_option(argv, name, parse, default):
+    """The value of option `name` in argv (parse(text, name)), removed from argv with its
+    flag; `default` where argv does not give it."""
+    if name not in argv:
+        return default
+    i = argv.index(name)
+    if i + 1 >= len(argv):
+        fail(f"{name}: needs a value")
+    value = parse(argv[i + 1], name)
+    del argv[i:i + 2]
+    return value
+
+
+def ring_arg(text, what):
+    """text as the ranks of a ring, at least 3; else one line."""
+    if not text.isdigit() or int(text) < 3:
+        fail(f"{what}: needs N, the ranks of the ring (at least 3)")
+    return int(text)
+
+
 def main(argv):
-    bucket, ring, tiny_q = 0.0, 0, TINY_QUANTILE
-    if "--ring" in argv:
-        i = argv.index("--ring")
-        if i + 1 >= len(argv) or not argv[i + 1].isdigit() or int(argv[i + 1]) < 3:
-            fail("--ring: needs N, the ranks of the ring (at least 3)")
-        ring = int(argv[i + 1])
-        del argv[i:i + 2]
-    if "--bucket-bytes" in argv:
-        i = argv.index("--bucket-bytes")
-        if i + 1 >= len(argv):
-            fail("--bucket-bytes: needs a value")
-        bucket = number(argv[i + 1], "--bucket-bytes")
-        del argv[i:i + 2]
-    fence = STALL_FENCE
-    if "--stall-fence" in argv:
-        i = argv.index("--stall-fence")
-        if i + 1 >= len(argv):
-            fail("--stall-fence: needs a value")
-        fence = stall_fence_arg(argv[i + 1], "--stall-fence")
-        del argv[i:i + 2]
-    if "--tiny-quantile" in argv:
-        i = argv.index("--tiny-quantile")
-        if i + 1 >= len(argv):
-            fail("--tiny-quantile: needs a value")
-        tiny_q = quantile_arg(argv[i + 1], "--tiny-quantile")
-        del argv[i:i + 2]
+    ring = take_option(argv, "--ring", ring_arg, 0)
+    bucket = take_option(argv, "--bucket-bytes", number, 0.0)
+    fence = take_option(argv, "--stall-fence", stall_fence_arg, STALL_FENCE)
+    tiny_q = take_option(argv, "--tiny-quantile", quantile_arg, TINY_QUANTILE)
     if len(argv) >= 4 and argv[0] == "fit":
         sizes = argv[2].split()
         lines = [x for x in sizes if x != "tiny"]
