@@ -144,8 +144,7 @@ def fit(calib_dir, sizes, levels, bucket=0.0, tiny_quantile=TINY_QUANTILE, laten
         runs = [medians_of(m) for m in msgs]
         tiny_path = os.path.join(calib_dir, f"run-{name}-tiny.trace.json")
         tiny = quantiles(tiny_path, tiny_quantile) if "tiny" in sizes else None
-        model_tiny = (quantiles(tiny_path, latency_quantile)
-                      if "tiny" in sizes and latency_quantile is not None else tiny)
+        model_tiny = quantiles(tiny_path, latency_quantile) if tiny is not None and latency_quantile is not None else None
         chans = []
         for (f, t) in sorted(runs[0], key=lambda c: (c[0] > c[1], min(c))):
             (xb, tb, nb) = runs[-1][(f, t)]
@@ -159,6 +158,7 @@ def fit(calib_dir, sizes, levels, bucket=0.0, tiny_quantile=TINY_QUANTILE, laten
             lat, rate = fit_channel(small, (xb, tb), bucket, tiny[(f, t)][:2] if tiny is not None else None)
             if tiny is not None:  # the latency measured: each large message's own head start
                 rate = bucket_rate(msgs[-1][(f, t)], bucket, lat)
+            if model_tiny is not None:  # the model's latency apart from the one the rate was fitted with
                 lat = fit_channel(small, (xb, tb), bucket, model_tiny[(f, t)][:2])[0]
             chans.append({"from": f, "to": t, "latency_s": lat, "rate": rate, "efficiency": rate / level,
                           "samples": n})

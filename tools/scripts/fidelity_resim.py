@@ -223,8 +223,12 @@ def recalibrate_compute(d, pipeline, fence):
     else:
         fail(f"{d}: --stall-fence: no calib/run-compute.trace.json and compute.json in it or above it "
              "(a run of fidelity.sh --calib-compute on)")
+    try:
+        b = json.load(open(measured))["micro_batch_size"]
+    except (ValueError, KeyError, TypeError):
+        fail(f"{measured}: micro_batch_size: the compute calibration's micro-batch size expected")
     out = os.path.join(d, "pipeline-resim.json")
-    fidelity_calib.compute(timeline, pipeline, json.load(open(measured))["micro_batch_size"], out, fence)
+    fidelity_calib.compute(timeline, pipeline, b, out, fence)
     return out
 
 
