@@ -1284,6 +1284,10 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket-ms 0", "--bucket-ms: auto, or milliseconds more than 0"},
            {"--bucket lowest --bucket-ms 1e3", "--bucket-ms: auto, or milliseconds more than 0"},
            {"--bucket-ms", "--bucket-ms: needs a value"},
+           {"--packet-cap 1499", "--packet-cap: auto, or bytes from 1500 to 65536, got '1499'"},
+           {"--packet-cap 9k", "--packet-cap: auto, or bytes from 1500 to 65536, got '9k'"},
+           {"--latency-situ yes", "--latency-situ: on or off, got 'yes'"},
+           {"--calib-compute off --latency-situ on", "--latency-situ on: needs --calib-compute on"},
            {"--model-bucket maybe", "--model-bucket: auto, on or off"},
            {"--bucket per-rate --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
            {"--bucket fixed --calibrate p2p --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
@@ -1371,6 +1375,7 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
            {"--burst-bytes 1 --latency-quantile 0.5 /tmp", "--latency-quantile: only with --refit"},
            {"--burst-bytes 1 --refit --latency-quantile -1 /tmp", "--latency-quantile: must be >= 0"},
            {"--stall-fence 0 /tmp", "--stall-fence: a number of interquartile ranges > 0, or inf, got '0'"},
+           {"--latency-situ x /tmp", "--latency-situ: on or off, got 'x'"},
            {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
     expect_refused("fidelity_resim.py", args, piece);
   testutil::TempDir dir;
@@ -1809,6 +1814,77 @@ TEST(Testbed, AttributionFindsTransfersHeldByTheReceiveStream) {
   EXPECT_EQ(out, "[(2, False, 2, 0, 0, 1)] (2, False, 2, 0, 0, 1) (4, True, 1, 0, 2, 0) (2, True, 2, 1, 1, 3)\nset()\n");
 }
 
+// The critical path's steps, walked back from an op: its input (held by the receive
+// stream behind a message from another peer: the stream's step, then that message's
+// transfer from its producer), and a message queued behind the one before it on its
+// channel (its transfer counted from that one's arrival). The steps add up to the last
+// op's lag, each class as measured minus predicted.
+TEST(Testbed, PathWalksWhatEachStepWaitedFor) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import types, fidelity_path as f\n"
+      "X, Y, X2 = (\"F0 0->1\", 0, 0), (\"B1 2->1\", 0, 1), (\"F1 0->1\", 0, 1)\n"
+      "ops = lambda f0, f1, b1s, b1, s2b1, s2f1: {(1, \"F0\", 0, 0): f0, (1, \"F1\", 0, 1): f1, (3, \"B1\", 0, 1): b1s, "
+      "(2, \"B1\", 0, 1): b1, (2, \"F1\", 0, 1): s2f1}\n"
+      "run = types.SimpleNamespace(ops=ops((0, 10), (10, 12), (0, 5), (22, 29), None, (31, 35)), "
+      "messages={X: (10, 20), Y: (5, 21), X2: (12, 30)}, sender={X: 1, Y: 3, X2: 1})\n"
+      "sim = types.SimpleNamespace(ops=ops((0, 10), (10, 12), (0, 5), (12, 19), None, (22, 26)), "
+      "messages={X: (10, 18), Y: (5, 12), X2: (12, 22)}, sender=run.sender)\n"
+      "g = f.Graph(run)\n"
+      "for last in ((2, \"B1\", 0, 1), (2, \"F1\", 0, 1)):\n"
+      "    rec = []\n"
+      "    steps, counts, root = f.walk(run, sim, g, {Y: X}, last, rec)\n"
+      "    print(\" \".join(f\"{c} {v:g}\" for c, v in steps.items() if counts[c]), root, "
+      "[(x[1], x[2][0] if len(x[2]) == 3 else x[2][1]) for x in rec])\n",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out,
+            "compute 0 start_message 1 transfer 2 stream 7 0 [('compute', 'B1'), ('start_message', 'B1'), "
+            "('stream', 'B1 2->1'), ('transfer', 'F0 0->1'), ('compute', 'F0')]\n"
+            "compute 0 start_message 1 transfer 8 0 [('compute', 'F1'), ('start_message', 'F1'), "
+            "('transfer', 'F1 0->1'), ('transfer', 'F0 0->1'), ('compute', 'F0')]\n");
+}
+
+// The path of a fidelity run whose measurement is a simulation with one thing changed:
+// every message 0.25 s later puts the iterations' whole growth in the transfers (less the
+// waits the prediction had elsewhere), stage 0's slower forwards put it in the compute
+// ops; in both the growth is the iteration's measured minus predicted time.
+TEST(Testbed, PathAttributesTheLagToWhatChanged) {
+  testutil::TempDir dir;
+  for (const std::string mode : {"latency", "compute"}) {
+    int rc = 0;
+    const fs::path out = dir.path() / mode;
+    const std::string log = shell(fmt::format("'{}/tests/fidelity/path_fixture.sh' '{}' '{}/adagrouper' '{}' {} 2>&1",
+                                              SOURCE_ROOT, SOURCE_ROOT, BUILD_ROOT, out.string(), mode),
+                                  rc);
+    ASSERT_EQ(rc, 0) << log;
+    const json path = json::parse(clirunner::slurp(out / "path.json")).at(0);
+    const json& all = path.at("all");
+    const json& steps = all.at("steps_us");
+    double total = 0;
+    for (const auto& [cls, us] : steps.items()) total += us.get<double>();
+    EXPECT_NEAR(total, all.at("growth_us").get<double>(), 1e-6) << mode;
+    const std::string i = std::to_string(path.at("candidate").get<int>());
+    const json run = json::parse(clirunner::slurp(out / "run" / ("run-" + i + ".json")));
+    const json sim = json::parse(clirunner::slurp(out / "run" / ("sim-" + i + ".json")));
+    EXPECT_NEAR(all.at("growth_us").get<double>(),
+                1e6 * (run.at("iteration_times_s").at(0).get<double>() - sim.at("iteration_times_s").at(0).get<double>()),
+                1e-3)
+        << mode;
+    EXPECT_EQ(steps.at("stream").get<double>(), 0) << mode;
+    if (mode == "latency") {
+      EXPECT_EQ(steps.at("compute").get<double>(), 0);
+      EXPECT_GT(steps.at("transfer").get<double>(), all.at("growth_us").get<double>());
+    } else {
+      EXPECT_EQ(steps.at("transfer").get<double>(), 0);
+      EXPECT_EQ(steps.at("compute").get<double>(), all.at("growth_us").get<double>());
+    }
+  }
+  expect_refused("fidelity_path.py", "/nonexistent-dir", "not a directory");
+  expect_refused("fidelity_path.py", "--near-ms -1 /tmp", "--near-ms: a number of milliseconds >= 0");
+  expect_refused("fidelity_path.py", "/tmp", "no pairs.txt");
+}
+
 // The compute ops that ran late, and those of them that overlap one of the driver's tc
 // calls: an op late by more than the threshold in a call, one late outside, one on time
 // in a call, one not in the simulation.
@@ -2007,7 +2083,7 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
 #else
   TempDir tmp;
   int rc = 0;
-  const std::string out = reduced_run("--bucket fixed --calib-latency tiny --queue fixed", tmp.path(), rc);
+  const std::string out = reduced_run("--bucket fixed --calib-latency tiny --queue fixed --latency-situ on", tmp.path(), rc);
   if (rc == 77) GTEST_SKIP() << out;
   ASSERT_EQ(rc, 0) << out;
   std::smatch m;
@@ -2027,12 +2103,30 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
   EXPECT_EQ(tiny["stages"][0]["profile"][0]["output_bytes"].get<double>(), std::floor(tbf_bucket / 2));
   for (const auto& level : calibration["levels"])
     for (const auto& ch : level["channels"]) EXPECT_GE(ch["latency_s"].get<double>(), 0) << ch.dump();
+  // The latency in situ (--latency-situ on), measured on the compute calibration's
+  // replay, is in calibration.json and on every channel of every network (at least 0).
+  EXPECT_THAT(out, HasSubstr("== latency in situ: ")) << out;
+  ASSERT_TRUE(calibration.contains("situ_latency_s")) << calibration.dump();
+  const double situ = calibration["situ_latency_s"].get<double>();
+  EXPECT_EQ(json::parse(clirunner::slurp(tmp.path() / "calib" / "situ.json")).at("situ_latency_s").get<double>(), situ);
+  // The networks take the channels of the level of the run's rate, the highest.
+  const json* top = &calibration["levels"][0];
+  for (const auto& level : calibration["levels"])
+    if (level["nominal_bytes_per_s"].get<double>() > (*top)["nominal_bytes_per_s"].get<double>()) top = &level;
+  std::map<std::pair<int, int>, double> calibrated;
+  for (const auto& ch : (*top)["channels"])
+    calibrated[{ch["from"].get<int>(), ch["to"].get<int>()}] = ch["latency_s"].get<double>();
   int networks = 0;
   for (const auto& e : fs::directory_iterator(tmp.path() / "preempted")) {
     const std::string name = e.path().filename().string();
     if (name.rfind("net-", 0) != 0 || e.path().extension() != ".json") continue;
     ++networks;
-    EXPECT_EQ(json::parse(clirunner::slurp(e.path())).value("burst_bytes", 0.0), bucket) << name;
+    const json net = json::parse(clirunner::slurp(e.path()));
+    EXPECT_EQ(net.value("burst_bytes", 0.0), bucket) << name;
+    for (const auto& ch : net["channels"])
+      EXPECT_DOUBLE_EQ(ch["latency_s"].get<double>(),
+                       std::max(0.0, calibrated.at({ch["from"].get<int>(), ch["to"].get<int>()}) + situ))
+          << name;
   }
   EXPECT_GE(networks, 3);  // the plan's and at least two candidates' predictions
   EXPECT_THAT(out, HasSubstr("MAPE"));

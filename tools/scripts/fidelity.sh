@@ -130,6 +130,14 @@
 #                      highest rate plus its bucket, at least 128 KiB, in bytes at every
 #                      rate, as a switch's buffer; docs/fidelity.md, "A queue that
 #                      shrinks at a fall"
+#   --packet-cap P     auto (default) or bytes from 1500 to 65536: the largest packet the
+#                      shaped links' devices take (netns.sh gso). auto: the smallest
+#                      bucket the run sets under --bucket per-rate (see --shaper), else
+#                      65536 (uncapped: TCP's offload builds packets of up to 64 KiB). A
+#                      message's last bytes may leave in one packet with the next
+#                      message's first ones, and tbf sends a packet only when it has the
+#                      tokens for all of it: a smaller cap bounds how far that holds a
+#                      message back; docs/fidelity.md, "A message's last packet"
 #   --bucket-ms MS     the bucket's length in ms of the rate it is taken from: each
 #                      rate's (per-rate), the highest (fixed) or the lowest (lowest); at
 #                      least 4096 bytes. auto (default): 3 with --bucket fixed, else 1.
@@ -180,6 +188,13 @@
 #                      quartile counts as stalled by the host and is left out of the
 #                      stage's mean (default inf: every op counts, as the runs pay for
 #                      their stalls too; 3 is Tukey's far-out fence, a diagnostic)
+#   --latency-situ L   with --calib-compute on: on or off (default): whether every
+#                      channel's latency also gets the latency in situ, what the messages
+#                      an op waited for took beyond the calibrated links along the compute
+#                      calibration's critical paths (tools/scripts/fidelity_situ.py; the
+#                      receiving thread's wake-up on a busy host, which the links'
+#                      calibration, each message alone on its link, leaves out);
+#                      docs/fidelity.md, "The critical path, step by step"
 #   --compute-spin US  microseconds at the end of each compute op that the ranks spin
 #                      rather than sleep (replay --compute-spin; default 200); 0 sleeps
 #                      to the end (late by a wake-up instead)
@@ -236,7 +251,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=3 stall_fence=inf compute_spin=200 mpi_poll=20
+shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=3 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=off
 families="" rank_by=predicted w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
@@ -310,9 +325,9 @@ run_random_scenarios() {
       "$0" --ranks "$ranks_i" --rate "$rate_i" --pipeline "$dir/pipeline.json" --trace "$dir/trace.json" \
         --scenario preempted --iterations "$iterations" --warmup "$warmup" --candidates "$candidates" \
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" --acks "$acks" \
-        --bucket "$bucket" --bucket-ms "$bucket_ms" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
+        --bucket "$bucket" --bucket-ms "$bucket_ms" --packet-cap "$packet_cap" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --tiny-quantile "$tiny_quantile" --calib-compute "$calib_compute" --queue "$queue_kind" \
-        --stall-fence "$stall_fence" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
+        --stall-fence "$stall_fence" --latency-situ "$latency_situ" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
         --tcp-idle-restart "$tcp_idle" --tcp-push "$tcp_push" --rank-by "$rank_by" --w-fill "$w_fill" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -390,12 +405,14 @@ while [ $# -gt 0 ]; do
     --acks) acks=${2:-}; shift 2 ;;
     --bucket) bucket=${2:-}; shift 2 ;;
     --bucket-ms) bucket_ms=${2:-}; shift 2 ;;
+    --packet-cap) packet_cap=${2:-}; shift 2 ;;
     --queue) queue_kind=${2:-}; shift 2 ;;
     --model-bucket) model_bucket=${2:-}; shift 2 ;;
     --calib-latency) calib_latency=${2:-}; shift 2 ;;
     --tiny-quantile) tiny_quantile=${2:-}; shift 2 ;;
     --calib-compute) calib_compute=${2:-}; shift 2 ;;
     --stall-fence) stall_fence=${2:-}; shift 2 ;;
+    --latency-situ) latency_situ=${2:-}; shift 2 ;;
     --calib-compute-iterations) calib_compute_it=${2:-}; shift 2 ;;
     --compute-spin) compute_spin=${2:-}; shift 2 ;;
     --mpi-poll) mpi_poll=${2:-}; shift 2 ;;
@@ -427,6 +444,8 @@ case "$bucket" in per-rate | fixed | lowest) ;; *) die "--bucket: per-rate, fixe
 if [ "$bucket_ms" = auto ]; then [ "$bucket" = fixed ] && bucket_ms=3 || bucket_ms=1; fi
 [[ "$bucket_ms" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v m="$bucket_ms" 'BEGIN { exit !(m > 0 && m <= 1000) }' ||
   die "--bucket-ms: auto, or milliseconds more than 0 and at most 1000, got '$bucket_ms'"
+[ "$packet_cap" = auto ] || { [[ "$packet_cap" =~ ^[0-9]+$ ]] && [ "$packet_cap" -ge 1500 ] && [ "$packet_cap" -le 65536 ]; } ||
+  die "--packet-cap: auto, or bytes from 1500 to 65536, got '$packet_cap'"
 case "$model_bucket" in
   auto) { [ "$bucket" != per-rate ] && [ "$calibrate" = replay ]; } && model_bucket=on || model_bucket=off ;;
   on) [ "$bucket" != per-rate ] && [ "$calibrate" = replay ] ||
@@ -444,6 +463,9 @@ esac
 [[ "$tiny_quantile" =~ ^(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)$ ]] ||
   die "--tiny-quantile: a number from 0 to 1, got '$tiny_quantile'"
 case "$calib_compute" in on | off) ;; *) die "--calib-compute: on or off, got '$calib_compute'" ;; esac
+case "$latency_situ" in on | off) ;; *) die "--latency-situ: on or off, got '$latency_situ'" ;; esac
+[ "$latency_situ" = off ] || [ "$calib_compute" = on ] ||
+  die "--latency-situ on: needs --calib-compute on (it is measured on the compute calibration's replay)"
 [[ "$calib_compute_it" =~ ^[1-9][0-9]*$ ]] && [ "$calib_compute_it" -le 1000 ] ||
   die "--calib-compute-iterations: an integer from 1 to 1000, got '$calib_compute_it'"
 [[ "$stall_fence" =~ ^(inf|[0-9]*\.?[0-9]+)$ ]] && ! [[ "$stall_fence" =~ ^0*\.?0*$ ]] ||
@@ -627,6 +649,7 @@ model_bucket_args=()
 # bucket never changes (--bucket fixed, lowest) splits a larger packet at enqueue to at most the
 # bucket that every later change keeps: no cap.
 [ "$shaper" = tbf ] && [ "$bucket" = per-rate ] || gso_bytes=65536
+[ "$packet_cap" = auto ] || gso_bytes=$packet_cap
 # rate_awk PROGRAM [AWK OPTIONS]: awk with the functions that say how a rate is shaped:
 # per_rate_burst(v), tbf's bucket of v bytes/s under --bucket per-rate (--bucket-ms of
 # it, at least 4096 bytes: tbf needs at least rate / HZ to reach its rate), and
@@ -902,6 +925,23 @@ warning = fidelity_calib.host_warning(m)
 if warning:
     print(f"   warning: {warning}")
     print(f"fidelity.sh: warning: {warning}", file=sys.stderr)
+EOF
+fi
+
+# The messages' latency in a pipeline (--latency-situ on): the compute calibration's
+# replay simulated on the calibrated links, and what the messages its ops waited for took
+# beyond them along its critical paths, added to every channel's latency from here on
+# (calibration.json's situ_latency_s, which every network below reads).
+if [ "$latency_situ" = on ]; then
+  python3 "$root/tools/scripts/fidelity_situ.py" "$out" --adagrouper "$adagrouper" --apply >"$out/calib/situ.json"
+  python3 - "$out/calib/situ.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+if "not_measured" in m:
+    print(f"== latency in situ: none, {m['not_measured']}")
+else:
+    print(f"== latency in situ: {1e6 * m['situ_latency_s']:+.0f} us on every channel, from {m['transfers']} transfers "
+          f"on the critical paths of the compute calibration's {m['iterations']} iterations")
 EOF
 fi
 

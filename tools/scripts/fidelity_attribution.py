@@ -296,27 +296,36 @@ def held_by_stream(d, idx):
     order its ops consume them, so its consumer runs after the previous receive's
     anyway). Read from the replay's --raw lines (raw-I.jsonl); empty without them or
     with per-channel streams."""
+    return set(held_receives(d, idx))
+
+
+def held_receives(d, idx):
+    """held_by_stream's transfers, each with the transfer (the same tuple) whose receive it
+    waited behind."""
     raw_path, log_path = os.path.join(d, f"raw-{idx}.jsonl"), os.path.join(d, f"replay-{idx}.log")
     if not (os.path.exists(raw_path) and os.path.exists(log_path)):
-        return set()
+        return {}
     with open(log_path) as f:
         if ", plan streams," not in f.read():
-            return set()
+            return {}
     streams = {}
     with open(raw_path) as f:
         for line in f:
             r = json.loads(line)
             if r.get("kind") == "recv":
                 streams.setdefault(r["stage"], []).append(r)
-    held = set()
+    def received(r, stage):
+        gradient = r["tag"] % 2 == 1  # tags: even for activations, odd for gradients
+        sender = r["model_stage"] + 1 if gradient else r["model_stage"] - 1
+        return (sender, gradient, r["peer"], stage, r["iteration"], r["micro_batch"])
+
+    held = {}
     for stage, recvs in streams.items():
         recvs.sort(key=lambda r: r["start_s"])
         for prev, r in zip(recvs, recvs[1:]):
             if (r["iteration"] >= 0 and r["peer"] != prev["peer"] and r["start_s"] - prev["end_s"] < 1e-4
                     and r["end_s"] - r["start_s"] < 1e-3):
-                gradient = r["tag"] % 2 == 1  # tags: even for activations, odd for gradients
-                sender = r["model_stage"] + 1 if gradient else r["model_stage"] - 1
-                held.add((sender, gradient, r["peer"], stage, r["iteration"], r["micro_batch"]))
+                held[received(r, stage)] = received(prev, stage)
     return held
 
 

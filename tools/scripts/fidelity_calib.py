@@ -34,7 +34,9 @@ constant: each channel's effective rate at the shaped rate NOMINAL; trace: RATES
 (time_s,shaped bytes/s; with per-channel, RATES_CSV-F-T.csv for channel F->T where it
 exists) with every value times the channel's efficiency at that rate (interpolated
 linearly between the calibrated levels), written beside FILE as FILE-F-T.csv. With
---bucket-bytes B every channel gets burst_bytes B.
+--bucket-bytes B every channel gets burst_bytes B. Where CALIBRATION has situ_latency_s
+(tools/scripts/fidelity_situ.py --apply), every channel's latency is its own plus that
+(at least 0).
 
 compute: per stage of a replay of PIPELINE at micro-batch size B (its measured
 TIMELINE), the mean cost of an op beyond its profiled duration: from the instant the
@@ -279,21 +281,27 @@ def read_pipeline(path):
     return pipe
 
 
-def read_events(path):
+def read_events(path, fail_with=None):
     """A timeline's traceEvents, checked for what ready_ops reads: every complete event
     of an op or a transfer has a whole-number pid, a name, numbers ts and dur, and args;
-    else one line naming the file and the event."""
-    doc = json.load(open(path))
+    else one line naming the file and the event (fail_with(message): the caller's line;
+    by default this tool's, for compute)."""
+    say = fail_with or (lambda msg: fail(f"compute: {msg}"))
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        say(f"{path}: not a readable JSON timeline ({e})")
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
-        fail(f"compute: {path}: traceEvents: a list of events expected")
+        say(f"{path}: traceEvents: a list of events expected")
     for i, e in enumerate(events):
         if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in OP_CATS + ("transfer",):
             continue
         ok = (isinstance(e.get("pid"), int) and isinstance(e.get("name"), str) and e["name"]
               and all(isinstance(e.get(k), (int, float)) for k in ("ts", "dur")) and isinstance(e.get("args"), dict))
         if not ok:
-            fail(f"compute: {path}: traceEvents[{i}]: an op or transfer needs pid, name, ts, dur and args")
+            say(f"{path}: traceEvents[{i}]: an op or transfer needs pid, name, ts, dur and args")
     return events
 
 
@@ -401,8 +409,11 @@ def efficiency(cal, i, v):
     return pts[-1][1]
 
 
-def network(calibration_path, nominal, path, kind, rates_csv=None, per_channel=False, bucket=0.0):
-    cal = sorted(json.load(open(calibration_path))["levels"], key=lambda lv: lv["nominal_bytes_per_s"])
+def network(calibration_path, nominal, path, kind, rates_csv=None, per_channel=False, bucket=0.0, situ=True):
+    doc = json.load(open(calibration_path))
+    cal = sorted(doc["levels"], key=lambda lv: lv["nominal_bytes_per_s"])
+    # The latency in situ (fidelity_situ.py --apply), on every channel unless situ is False.
+    extra = doc.get("situ_latency_s", 0.0) if situ else 0.0
     top = min(cal, key=lambda lv: abs(lv["nominal_bytes_per_s"] - nominal))
     chs = []
     for i, ch in enumerate(top["channels"]):
@@ -419,7 +430,7 @@ def network(calibration_path, nominal, path, kind, rates_csv=None, per_channel=F
                 for t, v in rows:
                     f.write(f"{t},{float(v) * efficiency(cal, i, float(v))!r}\n")
             rate = {"file": name}
-        chs.append({"from": ch["from"], "to": ch["to"], "latency_s": ch["latency_s"], "rate": rate})
+        chs.append({"from": ch["from"], "to": ch["to"], "latency_s": max(0.0, ch["latency_s"] + extra), "rate": rate})
     doc = {"description": f"fidelity testbed, {kind}: calibrated channels ({calibration_path})", "channels": chs}
     if bucket > 0:
         doc["burst_bytes"] = bucket

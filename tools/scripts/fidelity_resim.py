@@ -2,7 +2,7 @@
 """Re-simulates the candidates of fidelity runs with one thing changed, against the same measurements.
 
     tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit [--tiny-quantile Q] [--latency-quantile Q]]]
-                                    [--measured-compute]
+                                    [--measured-compute] [--latency-situ on|off]
                                     [--latency-scale S] [--stall-fence K] OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
@@ -35,6 +35,12 @@ it (stages-I.csv, `simulate --stage-trace`) instead of the profile's, so that wh
 left of the error is the network's and the schedule's, not the host's CPU (ranks that
 share cores, a descheduled thread).
 
+--latency-situ on|off: every channel's latency with the latency in situ that
+fidelity_situ.py measures on the run's own compute calibration (on), or without any
+(off), in place of what the run's prediction had (its calibration.json's situ_latency_s,
+0 before fidelity.sh --latency-situ); docs/fidelity.md, "The critical path, step by
+step". With --refit the refitted channels get it.
+
 --latency-scale S: every channel's latency (latency_s, top-level and per channel) times
 S. A diagnostic, not a model: how much of the error the calibrated latency explains
 (docs/fidelity.md, "The host's CPU, op by op").
@@ -63,6 +69,7 @@ import subprocess
 import sys
 
 import fidelity_calib
+import fidelity_situ
 
 
 def fail(msg):
@@ -169,12 +176,13 @@ def scale_latency(net, scale, path):
             where["latency_s"] *= scale
 
 
-def resim_network(d, i, burst, refitted, latency_scale):
+def resim_network(d, i, burst, refitted, latency_scale, latency_add=None):
     """The network of candidate i's new prediction: the run's own when nothing in it
     changes, else net-resim-I.json: with the bucket, its channels refitted (refitted: the
-    calibration and its highest rate) or as the run had them, and its latencies scaled."""
+    calibration and its highest rate) or as the run had them, its latencies scaled, and
+    latency_add (s) added to each of them (at least 0 each)."""
     own = os.path.join(d, f"net-sim-{i}.json")
-    if not burst and latency_scale is None:
+    if not burst and latency_scale is None and latency_add is None:
         return own
     path = os.path.join(d, f"net-resim-{i}.json")
     if refitted:
@@ -190,6 +198,9 @@ def resim_network(d, i, burst, refitted, latency_scale):
             net["burst_bytes"] = burst
     if latency_scale is not None:
         scale_latency(net, latency_scale, own)
+    if latency_add is not None:
+        for ch in net.get("channels", []):
+            ch["latency_s"] = max(0.0, ch.get("latency_s", net.get("latency_s", 0.0)) + latency_add)
     with open(path, "w") as f:
         json.dump(net, f, indent=1)
     return path
@@ -232,13 +243,28 @@ def recalibrate_compute(d, pipeline, fence):
     return out
 
 
+def situ_change(exe, d, situ, refitted):
+    """What --latency-situ adds to each channel's latency of run directory d's networks:
+    the latency in situ of its compute calibration (situ "on") or none ("off"), less what
+    its own networks already had (nothing where the channels are refitted)."""
+    for up in upward(d):
+        if os.path.exists(os.path.join(up, "calibration.json")) and os.path.isdir(os.path.join(up, "calib")):
+            break
+    else:
+        fail(f"{d}: --latency-situ: no calibration.json and calib/ in it or above it")
+    want = fidelity_situ.measure(up, exe)["situ_latency_s"] if situ == "on" else 0.0
+    had = 0.0 if refitted else json.load(open(os.path.join(up, "calibration.json"))).get("situ_latency_s", 0.0)
+    return want - had
+
+
 def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quantile=None, fence=None,
-          latency_quantile=None):
+          latency_quantile=None, situ=None):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
     if fence is not None:
         pipeline = recalibrate_compute(d, pipeline, fence)
     refitted = refit(d, burst, tiny_quantile, latency_quantile) if with_refit else None
+    latency_add = situ_change(exe, d, situ, refitted) if situ is not None else None
     with open(os.path.join(d, "pairs-resim.txt"), "w") as out:
         for sim_name, run_name in pairs:
             i = re.fullmatch(r"sim-(\d+)\.json", sim_name)
@@ -252,7 +278,7 @@ def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quant
                     fail(f"{d}: --measured-compute: no stages-{i}.csv (the replay's measured op durations)")
                 args += ["--stage-trace", stages]
             call([exe, "simulate", "--plan", os.path.join(d, "plan.json"), "--candidate", i, "--pipeline", pipeline,
-                  "--network", resim_network(d, i, burst, refitted, latency_scale), *args, "--output",
+                  "--network", resim_network(d, i, burst, refitted, latency_scale, latency_add), *args, "--output",
                   os.path.join(d, f"sim-resim-{i}.json")])
             out.write(f"sim-resim-{i}.json {run_name}\n")
     return compare(exe, d, "pairs.txt", "compare-resim-base.json"), compare(exe, d, "pairs-resim.txt",
@@ -278,6 +304,8 @@ def main():
     ap.add_argument("--refit", action="store_true", help="fit the run's calibration again with the bucket")
     ap.add_argument("--measured-compute", action="store_true", help="each op as long as the replay measured it")
     ap.add_argument("--latency-scale", help="every channel's latency times this factor (a diagnostic)")
+    ap.add_argument("--latency-situ", help="on: every channel's latency with the latency in situ of the run's "
+                    "compute calibration (fidelity_situ.py); off: without it")
     ap.add_argument("--tiny-quantile", help="with --refit: the quantile of the tiny messages' times taken as "
                     "the latency, 0 to 1 (default: the run's own)")
     ap.add_argument("--latency-quantile", help="with --refit: the quantile of the tiny messages' times the "
@@ -292,8 +320,12 @@ def main():
         a.latency_scale = fidelity_calib.number(a.latency_scale, "--latency-scale", fail, "a factor >= 0")
     if a.stall_fence is not None:
         a.stall_fence = fidelity_calib.stall_fence_arg(a.stall_fence, "--stall-fence", fail)
-    if a.burst_bytes is None and not a.measured_compute and a.latency_scale is None and a.stall_fence is None:
-        fail("nothing to change: give --burst-bytes B|auto, --measured-compute, --latency-scale S or --stall-fence K")
+    if a.latency_situ not in (None, "on", "off"):
+        fail(f"--latency-situ: on or off, got '{a.latency_situ}'")
+    if (a.burst_bytes is None and not a.measured_compute and a.latency_scale is None and a.stall_fence is None
+            and a.latency_situ is None):
+        fail("nothing to change: give --burst-bytes B|auto, --measured-compute, --latency-scale S, --stall-fence K "
+             "or --latency-situ on|off")
     if a.refit and a.burst_bytes is None:
         fail("--refit: needs --burst-bytes (the bucket the fit assumes)")
     if a.tiny_quantile is not None:
@@ -310,7 +342,7 @@ def main():
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
         base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale, a.tiny_quantile,
-                              a.stall_fence, a.latency_quantile)
+                              a.stall_fence, a.latency_quantile, a.latency_situ)
         shown = burst if a.burst_bytes is not None else own_bucket(d)
         rows += [(d, label, shown, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
     refit_txt = "refit" + "".join(f", {what} {q:g}" for what, q in (("tiny quantile", a.tiny_quantile),
@@ -319,7 +351,8 @@ def main():
     what = ", ".join(x for x, on in ((refit_txt, a.refit), ("bucket", a.burst_bytes is not None),
                                        ("measured compute", a.measured_compute),
                                        (f"latency x {a.latency_scale or 0:g}", a.latency_scale is not None),
-                                       (f"stall fence {a.stall_fence}", a.stall_fence is not None)) if on)
+                                       (f"stall fence {a.stall_fence}", a.stall_fence is not None),
+                                       (f"latency in situ {a.latency_situ}", a.latency_situ is not None)) if on)
     print(f"{'run directory':40} {'candidate':28} {'bucket B':>9} {'MAPE % (signed)':>16}  {what}")
     for d, label, burst, m0, e0, m1, e1 in rows:
         print(f"{d[-40:]:40} {label[:28]:28} {burst:9.6g} {m0:7.2f} ({e0:+6.2f}) {m1:13.2f} ({e1:+6.2f})")
