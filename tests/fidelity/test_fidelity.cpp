@@ -1880,6 +1880,15 @@ TEST(Testbed, PathAttributesTheLagToWhatChanged) {
       EXPECT_EQ(steps.at("compute").get<double>(), all.at("growth_us").get<double>());
     }
   }
+  // --tree: a line per run under the directory, the mean of its candidates' steady
+  // iterations (here both iterations of the one candidate).
+  int rc = 0;
+  const std::string tree =
+      shell(fmt::format("cd '{}' && tools/scripts/fidelity_path.py '{}' --tree 2>&1", SOURCE_ROOT, dir.path().string()), rc);
+  ASSERT_EQ(rc, 0) << tree;
+  EXPECT_THAT(tree, ContainsRegex("compute/run +1 +\\+500\\.00 +\\+500\\.00 ")) << tree;
+  EXPECT_THAT(tree, ContainsRegex("latency/run +1 +\\+2500\\.00 +\\+0\\.00 ")) << tree;
+  expect_refused("fidelity_path.py", "/tmp/nonexistent-dir --tree", "not a directory");
   expect_refused("fidelity_path.py", "/nonexistent-dir", "not a directory");
   expect_refused("fidelity_path.py", "--near-ms -1 /tmp", "--near-ms: a number of milliseconds >= 0");
   expect_refused("fidelity_path.py", "/tmp", "no pairs.txt");

@@ -4,6 +4,7 @@
 
     tools/scripts/fidelity_path.py DIR [--candidate I | --label L | --all] [--iterations]
                                    [--worst N] [--near-ms MS] [--json FILE]
+    tools/scripts/fidelity_path.py DIR --tree [--near-ms MS]
 
 DIR is a scenario directory of tools/scripts/fidelity.sh (preempted/, or the run
 directory above it). For each replayed candidate, each measured iteration is walked
@@ -39,11 +40,14 @@ critical path went elsewhere). The mean per iteration over the iterations at lea
 --near-ms (default 50) from a recorded rate change ("steady") and over all is printed per
 candidate, with the steps' counts; --iterations prints every iteration, with the
 measured minus predicted iteration time (free-running) beside its growth; --worst N
-the N steps of steady iterations that added the most lag.
+the N steps of steady iterations that added the most lag. --tree prints a line for
+every run under DIR (a --random-scenarios output, or a directory of runs): the mean
+over its candidates' steady iterations.
 
 Example:
   tools/scripts/fidelity_path.py fidelity-out/preempted --all
   tools/scripts/fidelity_path.py fidelity-out/preempted --label "zbv b=1" --iterations --worst 10
+  tools/scripts/fidelity_path.py fidelity-out-random --tree
 
 Exit status 2 with one line on bad arguments or a directory that is not a fidelity run.
 """
@@ -262,37 +266,9 @@ def summary_line(what, rows):
     return f"    {what:8} {n:2} iterations, growth {growth / 1e3:+.2f} ms = {parts}"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dir", help="a fidelity.sh scenario directory (preempted/, or the run directory above it)")
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument("--candidate", type=int, help="the candidate's index (run-I.json)")
-    g.add_argument("--label", help="the candidate's label as compare.txt prints it, e.g. 'zbv b=1'")
-    g.add_argument("--all", action="store_true", help="every replayed candidate (the default)")
-    ap.add_argument("--iterations", action="store_true", help="print every iteration's path")
-    ap.add_argument("--worst", type=int, default=0, help="print the N steps of steady iterations that added "
-                    "the most lag")
-    ap.add_argument("--near-ms", type=float, default=50, help="a steady iteration lies this many ms from any "
-                    "recorded rate change (default 50)")
-    ap.add_argument("--json", help="also write the per-candidate means (steady and all) to this file")
-    ap.error = fail
-    a = ap.parse_args()
-    if not os.path.isdir(a.dir):
-        fail(f"{a.dir}: not a directory")
-    if a.worst < 0:
-        fail(f"--worst: a number of steps >= 0, got {a.worst}")
-    if not a.near_ms >= 0:
-        fail(f"--near-ms: a number of milliseconds >= 0, got {a.near_ms}")
-    d = next((x for x in (a.dir, os.path.join(a.dir, "preempted")) if os.path.exists(os.path.join(x, "pairs.txt"))), None)
-    if d is None:
-        fail(f"no pairs.txt in {a.dir} or its preempted/ (a fidelity.sh scenario directory?)")
-    cands = fidelity_attribution.candidates(d)
-    if a.candidate is not None:
-        cands = [c for c in cands if c[0] == a.candidate]
-    elif a.label is not None:
-        cands = [c for c in cands if c[1] == a.label]
-    if not cands:
-        fail(f"no such candidate in {d}")
+def print_candidates(d, cands, a):
+    """The paths of candidates [(index, label)] of scenario directory d as the options `a`
+    ask; returns their means for --json."""
     print("lag added per iteration along the measured critical path, measured minus predicted, ms "
           "(in brackets: the steps per iteration)")
     out = []
@@ -316,6 +292,70 @@ def main():
         out.append({"candidate": idx, "label": label,
                     **{k: dict(zip(("iterations", "growth_us", "steps_us", "counts"), mean_of(r)))
                        for k, r in (("steady", steady), ("all", rows))}})
+    return out
+
+
+def print_tree(root, near_ms):
+    """One line per scenario directory under root (a --random-scenarios output, or any
+    directory of runs): its candidates' steady iterations, the mean over the candidates."""
+    dirs = sorted(d for d, _, files in os.walk(root) if "pairs.txt" in files)
+    if not dirs:
+        fail(f"{root}: no fidelity run under it (no directory with pairs.txt)")
+    print("steady iterations, mean over each run's candidates, ms per iteration (transfers on the path in brackets)")
+    print(f"{'run directory':48} {'cands':>5} {'growth':>7} {'compute':>8} {'start,st':>8} {'start,msg':>9} "
+          f"{'transfer':>14} {'each':>7} {'stream':>7}")
+    for d in dirs:
+        means = [mean_of([r for r in analyse(d, idx, near_ms * 1e-3) if not r[3]]) for idx, _ in
+                 fidelity_attribution.candidates(d)]
+        means = [m for m in means if m[0]]
+        if not means:
+            print(f"{d[-48:]:48} {0:5} no steady iteration")
+            continue
+        n = len(means)
+        growth = sum(m[1] for m in means) / n / 1e3
+        step = {c: sum(m[2][c] for m in means) / n / 1e3 for c in CLASSES}
+        transfers = sum(m[3]["transfer"] for m in means) / n
+        each = f"{1e3 * step['transfer'] / transfers:+5.0f}us" if transfers else "      -"
+        print(f"{d[-48:]:48} {n:5} {growth:+7.2f} {step['compute']:+8.2f} {step['start_stage']:+8.2f} "
+              f"{step['start_message']:+9.2f} {step['transfer']:+8.2f} ({transfers:3.0f}) {each:>7} {step['stream']:+7.2f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("dir", help="a fidelity.sh scenario directory (preempted/, or the run directory above it)")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--candidate", type=int, help="the candidate's index (run-I.json)")
+    g.add_argument("--label", help="the candidate's label as compare.txt prints it, e.g. 'zbv b=1'")
+    g.add_argument("--all", action="store_true", help="every replayed candidate (the default)")
+    g.add_argument("--tree", action="store_true", help="every run under DIR, a line each: its candidates' mean "
+                   "over their steady iterations")
+    ap.add_argument("--iterations", action="store_true", help="print every iteration's path")
+    ap.add_argument("--worst", type=int, default=0, help="print the N steps of steady iterations that added "
+                    "the most lag")
+    ap.add_argument("--near-ms", type=float, default=50, help="a steady iteration lies this many ms from any "
+                    "recorded rate change (default 50)")
+    ap.add_argument("--json", help="also write the per-candidate means (steady and all) to this file")
+    ap.error = fail
+    a = ap.parse_args()
+    if not os.path.isdir(a.dir):
+        fail(f"{a.dir}: not a directory")
+    if a.worst < 0:
+        fail(f"--worst: a number of steps >= 0, got {a.worst}")
+    if not a.near_ms >= 0:
+        fail(f"--near-ms: a number of milliseconds >= 0, got {a.near_ms}")
+    if a.tree:
+        return print_tree(a.dir, a.near_ms)
+    d = next((x for x in (a.dir, os.path.join(a.dir, "preempted")) if os.path.exists(os.path.join(x, "pairs.txt"))), None)
+    if d is None:
+        fail(f"no pairs.txt in {a.dir} or its preempted/ (a fidelity.sh scenario directory?)")
+    cands = fidelity_attribution.candidates(d)
+    if a.candidate is not None:
+        cands = [c for c in cands if c[0] == a.candidate]
+    elif a.label is not None:
+        cands = [c for c in cands if c[1] == a.label]
+    if not cands:
+        fail(f"no such candidate in {d}")
+    out = print_candidates(d, cands, a)
     if a.json:
         with open(a.json + ".tmp", "w") as f:
             json.dump(out, f, indent=1)
