@@ -898,10 +898,10 @@ EOF
   "$adagrouper" plan --pipeline "$out/calib/pipeline-compute.json" \
     --network "$root/configs/examples/toy-net-free.json" --memory-limit 1e15 \
     --output "$out/calib/plan-compute.json" >/dev/null
-  read -r compute_cand compute_b < <(python3 -c "import json, sys
-c = json.load(open(sys.argv[1]))['candidates']
-print(*min((x['micro_batch_size'], i) for i, x in enumerate(c) if x['schedule'] == '1f1b')[::-1])" \
-    "$out/calib/plan-compute.json")
+  read -r compute_cand compute_b < <(python3 -c "import sys
+sys.path.insert(0, sys.argv[1])
+import fidelity_situ
+print(*fidelity_situ.compute_candidate(sys.argv[2]))" "$root/tools/scripts" "$out/calib/plan-compute.json")
   mpi "$calib" replay --backend cpu "${replay_prio[@]}" --plan "$out/calib/plan-compute.json" \
     --candidate "$compute_cand" --pipeline "$out/calib/pipeline-compute.json" --iterations "$calib_compute_it" --warmup 1 \
     --output "$out/calib/run-compute.json" --timeline "$out/calib/run-compute.trace.json" \

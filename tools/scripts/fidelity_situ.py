@@ -54,13 +54,14 @@ def load(path):
 
 
 def compute_candidate(plan_path):
-    """The candidate the compute calibration replayed (fidelity.sh's choice): the 1F1B
-    one with the smallest micro-batch size."""
+    """(index, micro-batch size) of the candidate the compute calibration replays (fidelity.sh
+    asks here): the 1F1B one with the smallest micro-batch size."""
     cands = load(plan_path).get("candidates")
     picks = [(c.get("micro_batch_size"), i) for i, c in enumerate(cands or []) if c.get("schedule") == "1f1b"]
     if not picks:
         fail(f"{plan_path}: candidates: no 1f1b candidate (the compute calibration's plan?)")
-    return min(picks)[1]
+    b, i = min(picks)
+    return i, b
 
 
 def simulate(out, exe):
@@ -83,7 +84,7 @@ def simulate(out, exe):
     fidelity_calib.network(cal_path, top, net, "constant", bucket=cal.get("bucket_bytes", 0.0), situ=False)
     sim = os.path.join(c, "situ-sim.json")
     r = subprocess.run([exe, "simulate", "--plan", os.path.join(c, "plan-compute.json"), "--candidate",
-                        str(compute_candidate(os.path.join(c, "plan-compute.json"))), "--pipeline",
+                        str(compute_candidate(os.path.join(c, "plan-compute.json"))[0]), "--pipeline",
                         os.path.join(c, "situ-pipeline.json"), "--network", net, "--iterations",
                         str(len(run["iteration_times_s"])), "--start-time", str(run.get("start_time_s", 0.0)),
                         "--output", sim, "--timeline", sim[:-5] + ".trace.json"], capture_output=True, text=True)
