@@ -208,6 +208,16 @@ def iteration_times(path):
     return doc.get("start_time_s", 0.0), times
 
 
+def walk_iteration(run, sim, graph, held, it, record=None):
+    """walk() from iteration it's last measured op that the prediction also has: (last op,
+    steps, counts, root lag), or None where it has none."""
+    ops = [k for k in run.ops if k[2] == it and k in sim.ops]
+    if not ops:
+        return None
+    last = max(ops, key=lambda k: run.ops[k][1])
+    return (last, *walk(run, sim, graph, held, last, record))
+
+
 def analyse(d, idx, near_s, record=None):
     """Per measured iteration of candidate idx: (iteration, start s, measured minus
     predicted time in us, near a change, growth in us, steps, counts); with `record`,
@@ -225,12 +235,11 @@ def analyse(d, idx, near_s, record=None):
     rows, start = [], t0
     for it, m in enumerate(measured):
         end = start + m
-        ops = [k for k in run.ops if k[2] == it and k in sim.ops]
-        if ops:
-            last = max(ops, key=lambda k: run.ops[k][1])
-            near = any(start - near_s <= c <= end + near_s for c in changes)
-            path = [] if record is not None and not near else None
-            steps, counts, root = walk(run, sim, graph, held, last, path)
+        near = any(start - near_s <= c <= end + near_s for c in changes)
+        path = [] if record is not None and not near else None
+        walked = walk_iteration(run, sim, graph, held, it, path)
+        if walked:
+            last, steps, counts, root = walked
             growth = run.ops[last][1] - sim.ops[last][1] - root
             if path:
                 record.extend((it,) + x for x in path)

@@ -112,10 +112,10 @@ def measure(out, exe):
     steps = dict.fromkeys(fidelity_path.CLASSES, 0.0)
     counts = dict.fromkeys(fidelity_path.CLASSES, 0)
     for it in range(len(run["iteration_times_s"])):
-        ops = [k for k in measured.ops if k[2] == it and k in simulated.ops]
-        if not ops:
+        walked = fidelity_path.walk_iteration(measured, simulated, graph, {}, it)
+        if not walked:
             continue
-        s, n, _ = fidelity_path.walk(measured, simulated, graph, {}, max(ops, key=lambda k: measured.ops[k][1]))
+        _, s, n, _ = walked
         for k in fidelity_path.CLASSES:
             steps[k] += s[k]
             counts[k] += n[k]
