@@ -49,15 +49,15 @@ std::function<void(Kernels&)> cpu_compute_task(double seconds, double spin_s) {
   };
 }
 
-std::function<void(Kernels&)> cpu_fifo_task(int priority, const std::string& option, const Identity& id) {
-  return [priority, option, id](Kernels&) {
+std::function<void(Kernels&)> cpu_fifo_task(int priority, const Identity& id) {
+  return [priority, id](Kernels&) {
     sched_param param{};
     param.sched_priority = priority;
     if (const int err = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &param); err != 0)
       fail_call(id, "pthread_setschedparam",
-                fmt::format("{} {}: SCHED_FIFO refused ({}; needs CAP_SYS_NICE or root, and "
+                fmt::format("--compute-fifo {}: SCHED_FIFO refused ({}; needs CAP_SYS_NICE or root, and "
                             "an RLIMIT_RTPRIO of at least {})",
-                            option, priority, std::strerror(err), priority));
+                            priority, std::strerror(err), priority));
   };
 }
 

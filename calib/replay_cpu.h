@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include <mpi.h>
@@ -33,9 +32,8 @@ namespace adagrouper::calib {
 std::function<void(Kernels&)> cpu_compute_task(double seconds, double spin_s);
 
 // Work that puts the thread running it (a stream's worker) under SCHED_FIFO at
-// `priority`; throws CalibError naming `id` and `option` (what asked for it) where the
-// system refuses.
-std::function<void(Kernels&)> cpu_fifo_task(int priority, const std::string& option, const Identity& id);
+// `priority`; throws CalibError naming `id` where the system refuses.
+std::function<void(Kernels&)> cpu_fifo_task(int priority, const Identity& id);
 
 // Dynamic W fill at run time (`replay --w-fill runtime`), by the simulator's rule
 // (docs/model.md section 14): before each listed op (every op of the program but the W

@@ -34,7 +34,7 @@ constexpr double kMpiPollUs = 20;       // the default MPI_Test period of a cpu 
 constexpr const char* kReplayHelp = R"(Usage: mpirun -np S adagrouper-calib replay --plan PLAN.json [--candidate I]
                        [--pipeline P] [--iterations n] [--warmup w] [--backend cpu|cuda]
                        [--streams plan|channel] [--w-fill recorded|runtime]
-                       [--compute-fifo P] [--comm-fifo P] [--compute-spin US] [--mpi-poll US]
+                       [--compute-fifo P] [--compute-spin US] [--mpi-poll US]
                        [--time-origin T] [--start-at T] [--timeout SEC]
                        [--output FILE] [--timeline FILE] [--stage-trace FILE] [--raw FILE]
                        [--json]
@@ -93,7 +93,6 @@ struct ReplayOptions {
   std::string backend = cuda_backend_built() ? "cuda" : "cpu", streams = "plan";
   bool runtime_w_fill = false;  // --w-fill runtime
   int compute_fifo = 0;  // 0: the compute stream's thread keeps the process's policy
-  int comm_fifo = 0;     // 0: the send and recv streams' threads keep the process's policy
   double compute_spin_us = kComputeSpinUs;  // cpu: the end of a compute op is spun for this long, not slept
   double mpi_poll_us = kMpiPollUs;          // cpu: the MPI_Test period of a transfer in flight
   std::optional<double> time_origin, start_at;
@@ -130,12 +129,6 @@ void add_replay_options(po::options_description& opts) {
        "sleeps, or spins for at most --compute-spin, so it holds a core only briefly; but threads of one SCHED_FIFO "
        "priority are not time-sliced, so with more ranks than cores an op can wait for the others' spins "
        "(docs/fidelity.md measures both). Needs CAP_SYS_NICE (root)")
-    ("comm-fifo", po::value<int>()->default_value(0)->value_name("P"),
-       "cpu: run the send and recv streams' threads under SCHED_FIFO at priority P (1-99; 0: off): a transfer's "
-       "poll then waits for no core behind the ops' spins and the other ranks, so it sees its message arrive, and "
-       "pushes the next part of a large one into its socket, when it wakes. Each sleeps --mpi-poll between its "
-       "polls, so it holds a core only briefly; an op, which ends at a set time, is late only where a poll "
-       "takes the core at its end. Needs CAP_SYS_NICE (root)")
     ("compute-spin", po::value<double>()->default_value(kComputeSpinUs)->value_name("US"),
        "cpu: a compute op sleeps until US microseconds before its end and spins the rest (0-100000). A longer "
        "spin ends an op closer to its duration on an idle core; a shorter one leaves the cores to the other "
@@ -214,11 +207,6 @@ std::optional<ReplayOptions> parse(int argc, char** argv, bool print_help) {
     throw InputError(fmt::format("--compute-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got {}", o.compute_fifo));
   if (o.compute_fifo > 0 && o.backend != "cpu")
     throw InputError("--compute-fifo: the cpu backend's option (cuda's compute runs on the GPU)");
-  o.comm_fifo = vm["comm-fifo"].as<int>();
-  if (o.comm_fifo < 0 || o.comm_fifo > 99)
-    throw InputError(fmt::format("--comm-fifo: a SCHED_FIFO priority 1-99, or 0 for off, got {}", o.comm_fifo));
-  if (o.comm_fifo > 0 && o.backend != "cpu")
-    throw InputError("--comm-fifo: the cpu backend's option (cuda's transfers are NCCL's)");
   o.compute_spin_us = cpu_microseconds(vm, "compute-spin", 0, o.backend, "cuda's compute runs on the GPU");
   o.mpi_poll_us = cpu_microseconds(vm, "mpi-poll", 1, o.backend, "cuda's transfers are NCCL's");
   if (vm.count("time-origin")) {
@@ -247,7 +235,6 @@ std::string compute_note(const ReplayOptions& o, const ReplayPlan& plan) {
     note += fmt::format(", W fill at run time (P = {})",
                         plan.spec.max_pending_w ? std::to_string(*plan.spec.max_pending_w) : "unlimited");
   if (o.compute_fifo > 0) note += fmt::format(", compute thread SCHED_FIFO {}", o.compute_fifo);
-  if (o.comm_fifo > 0) note += fmt::format(", send and recv threads SCHED_FIFO {}", o.comm_fifo);
   if (o.compute_spin_us != kComputeSpinUs) note += fmt::format(", ops spin their last {:g} us", o.compute_spin_us);
   if (o.mpi_poll_us != kMpiPollUs) note += fmt::format(", MPI_Test every {:g} us", o.mpi_poll_us);
   return note;
@@ -431,13 +418,9 @@ class RankRun {
     if (o.runtime_w_fill) make_fill(plan.spec.max_pending_w);
     make_streams(o.streams == "channel");
     make_all_events();
-    // Before anything else runs on them; a refusal is thrown here.
-    if (o.compute_fifo > 0) to_fifo({compute_.get()}, o.compute_fifo, "--compute-fifo", mpi);
-    if (o.comm_fifo > 0) {
-      std::vector<Stream*> comm;
-      for (const auto& st : send_) comm.push_back(st.get());
-      for (const auto& st : recv_) comm.push_back(st.get());
-      to_fifo(comm, o.comm_fifo, "--comm-fifo", mpi);
+    if (o.compute_fifo > 0) {  // before anything else runs on it; a refusal is thrown here
+      compute_->submit(cpu_fifo_task(o.compute_fifo, mpi.id()));
+      compute_->synchronize();
     }
   }
 
@@ -485,13 +468,6 @@ class RankRun {
         bytes = std::max<std::size_t>(bytes, static_cast<std::size_t>(std::llround(e.bytes)));
     return bytes;
   }
-  // Puts the worker threads of `streams` under SCHED_FIFO at `priority` (`option` names
-  // the request in a refusal).
-  static void to_fifo(const std::vector<Stream*>& streams, int priority, const char* option, const Mpi& mpi) {
-    for (Stream* st : streams) st->submit(cpu_fifo_task(priority, option, mpi.id()));
-    for (Stream* st : streams) st->synchronize();
-  }
-
   // --streams plan: one send and one recv stream; channel: one per channel end.
   Stream& send_on(int channel) { return *send_[stream_of_[static_cast<std::size_t>(channel)]]; }
   Stream& recv_on(int channel) { return *recv_[stream_of_[static_cast<std::size_t>(channel)]]; }

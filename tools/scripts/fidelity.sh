@@ -195,12 +195,6 @@
 #                      receiving thread's wake-up on a busy host, which the links'
 #                      calibration, each message alone on its link, leaves out);
 #                      docs/fidelity.md, "The critical path, step by step"
-#   --comm-fifo F      on or off (default): whether each rank's send and recv threads run
-#                      under SCHED_FIFO 10 (replay --comm-fifo 10, in the calibration's
-#                      replays too), so that a transfer's poll waits for no core behind
-#                      the ops' spins and the other ranks; with --priority rt the whole
-#                      rank is SCHED_FIFO 10 already. docs/fidelity.md, "The send and
-#                      recv threads under SCHED_FIFO"
 #   --compute-spin US  microseconds at the end of each compute op that the ranks spin
 #                      rather than sleep (replay --compute-spin; default 200); 0 sleeps
 #                      to the end (late by a wake-up instead)
@@ -257,7 +251,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=3 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=off comm_fifo=off
+shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=3 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=off
 families="" rank_by=predicted w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
@@ -333,7 +327,7 @@ run_random_scenarios() {
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" --acks "$acks" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --packet-cap "$packet_cap" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --tiny-quantile "$tiny_quantile" --calib-compute "$calib_compute" --queue "$queue_kind" \
-        --stall-fence "$stall_fence" --latency-situ "$latency_situ" --comm-fifo "$comm_fifo" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
+        --stall-fence "$stall_fence" --latency-situ "$latency_situ" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
         --tcp-idle-restart "$tcp_idle" --tcp-push "$tcp_push" --rank-by "$rank_by" --w-fill "$w_fill" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -419,7 +413,6 @@ while [ $# -gt 0 ]; do
     --calib-compute) calib_compute=${2:-}; shift 2 ;;
     --stall-fence) stall_fence=${2:-}; shift 2 ;;
     --latency-situ) latency_situ=${2:-}; shift 2 ;;
-    --comm-fifo) comm_fifo=${2:-}; shift 2 ;;
     --calib-compute-iterations) calib_compute_it=${2:-}; shift 2 ;;
     --compute-spin) compute_spin=${2:-}; shift 2 ;;
     --mpi-poll) mpi_poll=${2:-}; shift 2 ;;
@@ -471,7 +464,6 @@ esac
   die "--tiny-quantile: a number from 0 to 1, got '$tiny_quantile'"
 case "$calib_compute" in on | off) ;; *) die "--calib-compute: on or off, got '$calib_compute'" ;; esac
 case "$latency_situ" in on | off) ;; *) die "--latency-situ: on or off, got '$latency_situ'" ;; esac
-case "$comm_fifo" in on | off) ;; *) die "--comm-fifo: on or off, got '$comm_fifo'" ;; esac
 [ "$latency_situ" = off ] || [ "$calib_compute" = on ] ||
   die "--latency-situ on: needs --calib-compute on (it is measured on the compute calibration's replay)"
 [[ "$calib_compute_it" =~ ^[1-9][0-9]*$ ]] && [ "$calib_compute_it" -le 1000 ] ||
@@ -522,10 +514,6 @@ case "$priority" in
   compute-rt) prio=(nice -n -10) replay_prio=(--compute-fifo 10) ;;
 esac
 replay_prio+=(--compute-spin "$compute_spin" --mpi-poll "$mpi_poll")
-if [ "$comm_fifo" = on ]; then
-  chrt -f 10 true 2>/dev/null || die "--comm-fifo on: SCHED_FIFO is refused here (needs CAP_SYS_NICE or root)"
-  replay_prio+=(--comm-fifo 10)
-fi
 [ -n "$pipeline" ] || pipeline="$root/configs/fidelity/pipeline-$ranks.json"
 [ -f "$pipeline" ] || die "--pipeline: no file $pipeline"
 [ -z "$trace" ] || [ -f "$trace" ] || die "--trace: no file $trace"
@@ -600,7 +588,7 @@ tcp_push_args=()
 tcp_now=$("${netns[@]}" tcp "$tcp_cc" --idle-restart "$tcp_idle" "${tcp_push_args[@]}") || exit 2
 echo "$tcp_now" >"$out/tcp.txt"
 echo "fidelity.sh: TCP in the namespaces: $tcp_now"
-echo "fidelity.sh: priority $priority ($ranks ranks, $(nproc) cores)$([ "$comm_fifo" = off ] || echo ", send and recv threads SCHED_FIFO 10"); ops spin their last $compute_spin us, MPI_Test every $mpi_poll us"
+echo "fidelity.sh: priority $priority ($ranks ranks, $(nproc) cores); ops spin their last $compute_spin us, MPI_Test every $mpi_poll us"
 
 # The ranks run at a higher priority than the rest of the machine (--priority), so that
 # other work on the host delays their wake-ups less. Every message goes eagerly: above
