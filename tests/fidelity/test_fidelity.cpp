@@ -1275,7 +1275,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--random-scenarios 2 --repeats 0", "--repeats: a positive integer"},
            {"--random-scenarios 2 --pipeline configs/fidelity/pipeline-2.json", "draws the pipeline and the trace"},
            {"--shaper foo", "--shaper: tbf or htb"},
-           {"--rank-by fastest", "--rank-by: predicted or deployed, got 'fastest'"},
+           {"--rank-by fastest", "--rank-by: auto, predicted or deployed, got 'fastest'"},
            {"--w-fill sometimes", "--w-fill: recorded or runtime, got 'sometimes'"},
            {"--bucket foo", "--bucket: per-rate, fixed or lowest"},
            {"--bucket fixed --shaper htb", "--bucket fixed: tbf only"},
@@ -2028,7 +2028,8 @@ TEST(Testbed, ReducedRunEndToEnd) {
 // reduced pipeline it is about 10% ahead of any other candidate) and the fastest ZBV is
 // replayed beside it; the replay runs the order the plan records, and so does the
 // prediction of that candidate, free-running and aligned (simulate --recorded-order);
-// the other is simulated as planned.
+// the other is simulated as planned. The plan ranks the dynamic candidates by that
+// recorded order (--rank-by auto with --w-fill recorded: deployed).
 TEST(Testbed, ReducedFamiliesRunPredictsTheDynamicPickByItsRecordedOrder) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
@@ -2038,6 +2039,8 @@ TEST(Testbed, ReducedFamiliesRunPredictsTheDynamicPickByItsRecordedOrder) {
   const std::string out = reduced_run("--families kfkb-dynamic,zbv", tmp.path(), rc);
   if (rc == 77) GTEST_SKIP() << out;
   ASSERT_EQ(rc, 0) << out;
+  // The replay runs the recorded order, so the plan ranks by it (--rank-by auto).
+  EXPECT_THAT(out, HasSubstr("plan (--rank-by deployed): ")) << out;
   const fs::path dir = tmp.path() / "preempted";
   const json plan = json::parse(clirunner::slurp(dir / "plan.json"));
   EXPECT_EQ(plan["chosen"]["w_fill"], "dynamic") << out;

@@ -61,9 +61,12 @@
 #                      gives the mean of the chain's channels (its 1F1B replays do not
 #                      use it); the other families (zbv, dualpipev, kfkb-dynamic) on
 #                      the chain
-#   --rank-by R        predicted (default) or deployed: how the plan ranks candidates
-#                      with dynamic W fill (adagrouper plan --rank-by); deployed ranks
-#                      them by the order their programs fix, which the replay runs
+#   --rank-by R        auto (default), predicted or deployed: how the plan ranks
+#                      candidates with dynamic W fill (adagrouper plan --rank-by);
+#                      deployed ranks them by the order their programs fix, which the
+#                      replay runs under --w-fill recorded; predicted by the fill's own
+#                      prediction, which --w-fill runtime follows. auto: the one that
+#                      matches --w-fill, so that the pick is judged as it is run
 #   --w-fill F         recorded (default) or runtime: how a candidate with dynamic W fill
 #                      is replayed and predicted. recorded: the replay runs the order
 #                      its programs fix, predicted with simulate --recorded-order.
@@ -252,7 +255,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
 shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=3 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=off
-families="" rank_by=predicted w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
+families="" rank_by=auto w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
   echo "fidelity.sh: $*" >&2
@@ -434,8 +437,10 @@ fi
 [[ "$rate" =~ ^[0-9]+(bit|kbit|mbit|gbit)$ ]] || die "--rate: a tc rate like 200mbit, got '$rate'"
 case "$scenario" in constant | preempted | both) ;; *) die "--scenario: constant, preempted or both" ;; esac
 case "$streams" in plan | channel) ;; *) die "--streams: plan or channel" ;; esac
-case "$rank_by" in predicted | deployed) ;; *) die "--rank-by: predicted or deployed, got '$rank_by'" ;; esac
+case "$rank_by" in auto | predicted | deployed) ;; *) die "--rank-by: auto, predicted or deployed, got '$rank_by'" ;; esac
 case "$w_fill" in recorded | runtime) ;; *) die "--w-fill: recorded or runtime, got '$w_fill'" ;; esac
+# The ranking that matches how a dynamic candidate is run: its recorded order, or the fill.
+[ "$rank_by" != auto ] || { [ "$w_fill" = recorded ] && rank_by=deployed || rank_by=predicted; }
 case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esac
 case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
 case "$acks" in free | shaped) ;; *) die "--acks: free or shaped, got '$acks'" ;; esac
@@ -1094,7 +1099,7 @@ if families:
 print(" ".join(str(i) for _, _, i in (ev[:k] if k > 0 else ev)))
 EOF
 )
-  echo "   plan: $(tail -1 "$dir/plan.txt")"
+  echo "   plan (--rank-by $rank_by): $(tail -1 "$dir/plan.txt")"
   echo "   replaying candidates $picks ($warmup warm-up + $iterations measured iterations each)"
 
   # Preempted: every candidate starts at the beginning of the trace. The driver starts
