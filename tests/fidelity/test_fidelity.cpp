@@ -1286,7 +1286,7 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--bucket-ms", "--bucket-ms: needs a value"},
            {"--packet-cap 1499", "--packet-cap: auto, or bytes from 1500 to 65536, got '1499'"},
            {"--packet-cap 9k", "--packet-cap: auto, or bytes from 1500 to 65536, got '9k'"},
-           {"--latency-situ yes", "--latency-situ: on or off, got 'yes'"},
+           {"--latency-situ yes", "--latency-situ: auto, on or off, got 'yes'"},
            {"--calib-compute off --latency-situ on", "--latency-situ on: needs --calib-compute on"},
            {"--model-bucket maybe", "--model-bucket: auto, on or off"},
            {"--bucket per-rate --model-bucket on", "--model-bucket on: needs a bucket that never changes"},

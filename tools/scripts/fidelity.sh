@@ -191,13 +191,16 @@
 #                      quartile counts as stalled by the host and is left out of the
 #                      stage's mean (default inf: every op counts, as the runs pay for
 #                      their stalls too; 3 is Tukey's far-out fence, a diagnostic)
-#   --latency-situ L   with --calib-compute on: on or off (default): whether every
-#                      channel's latency also gets the latency in situ, what the messages
-#                      an op waited for took beyond the calibrated links along the compute
-#                      calibration's critical paths (tools/scripts/fidelity_situ.py; the
-#                      receiving thread's wake-up on a busy host, which the links'
-#                      calibration, each message alone on its link, leaves out);
-#                      docs/fidelity.md, "The critical path, step by step"
+#   --latency-situ L   auto (default), on or off: whether every channel's latency also
+#                      gets the latency in situ, what the messages an op waited for took
+#                      beyond the calibrated links along the compute calibration's
+#                      critical paths (tools/scripts/fidelity_situ.py; the receiving
+#                      thread's wake-up on a busy host, which the links' calibration,
+#                      each message alone on its link, leaves out). on needs
+#                      --calib-compute on; auto: on with it, off without. None is added
+#                      where the compute calibration's host warning fires; docs/
+#                      fidelity.md, "The critical path, step by step" and "The latency
+#                      in situ by default"
 #   --compute-spin US  microseconds at the end of each compute op that the ranks spin
 #                      rather than sleep (replay --compute-spin; default 200); 0 sleeps
 #                      to the end (late by a wake-up instead)
@@ -254,7 +257,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=3 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=off
+shaper=tbf acks=free bucket=per-rate bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=3 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=auto
 families="" rank_by=auto w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
@@ -468,7 +471,8 @@ esac
 [[ "$tiny_quantile" =~ ^(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)$ ]] ||
   die "--tiny-quantile: a number from 0 to 1, got '$tiny_quantile'"
 case "$calib_compute" in on | off) ;; *) die "--calib-compute: on or off, got '$calib_compute'" ;; esac
-case "$latency_situ" in on | off) ;; *) die "--latency-situ: on or off, got '$latency_situ'" ;; esac
+case "$latency_situ" in auto | on | off) ;; *) die "--latency-situ: auto, on or off, got '$latency_situ'" ;; esac
+[ "$latency_situ" != auto ] || { [ "$calib_compute" = on ] && latency_situ=on || latency_situ=off; }
 [ "$latency_situ" = off ] || [ "$calib_compute" = on ] ||
   die "--latency-situ on: needs --calib-compute on (it is measured on the compute calibration's replay)"
 [[ "$calib_compute_it" =~ ^[1-9][0-9]*$ ]] && [ "$calib_compute_it" -le 1000 ] ||
