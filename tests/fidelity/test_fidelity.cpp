@@ -1288,6 +1288,8 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--packet-cap 9k", "--packet-cap: auto, or bytes from 1500 to 65536, got '9k'"},
            {"--latency-situ yes", "--latency-situ: auto, on or off, got 'yes'"},
            {"--calib-compute off --latency-situ on", "--latency-situ on: needs --calib-compute on"},
+           // --latency-situ auto without the compute calibration is off: the next check speaks.
+           {"--calib-compute off --calib-compute-iterations 0", "--calib-compute-iterations: an integer from 1 to 1000"},
            {"--model-bucket maybe", "--model-bucket: auto, on or off"},
            {"--bucket per-rate --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
            {"--bucket fixed --calibrate p2p --model-bucket on", "--model-bucket on: needs a bucket that never changes"},
