@@ -1263,8 +1263,8 @@ void expect_refused(const std::string& script, const std::string& args, const st
 // The testbed's options are checked before anything is set up: a bad value is one line
 // and exit status 2, also for the drawn scenarios, and so is an option without its value.
 // --bucket fixed and lowest keep tbf's bucket constant, which means nothing for htb:
-// refused with it; the model's bucket is a constant number of bytes: refused with the
-// per-rate bucket.
+// refused with it (auto, the default, is per-rate there); the model's bucket is a
+// constant number of bytes: refused with the per-rate bucket.
 TEST(Testbed, BadOptionsAreStatus2) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the testbed is not tested";
@@ -1277,10 +1277,10 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--shaper foo", "--shaper: tbf or htb"},
            {"--rank-by fastest", "--rank-by: auto, predicted or deployed, got 'fastest'"},
            {"--w-fill sometimes", "--w-fill: recorded or runtime, got 'sometimes'"},
-           {"--bucket foo", "--bucket: per-rate, fixed or lowest"},
+           {"--bucket foo", "--bucket: auto, per-rate, fixed or lowest"},
            {"--bucket fixed --shaper htb", "--bucket fixed: tbf only"},
            {"--bucket lowest --shaper htb", "--bucket lowest: tbf only"},
-           {"--random-scenarios 2 --bucket x", "--bucket: per-rate, fixed or lowest"},
+           {"--random-scenarios 2 --bucket x", "--bucket: auto, per-rate, fixed or lowest"},
            {"--bucket-ms 0", "--bucket-ms: auto, or milliseconds more than 0"},
            {"--bucket lowest --bucket-ms 1e3", "--bucket-ms: auto, or milliseconds more than 0"},
            {"--bucket-ms", "--bucket-ms: needs a value"},
@@ -1304,7 +1304,9 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--stall-fence -1", "--stall-fence: a number of interquartile ranges > 0, or inf, got '-1'"},
            {"--compute-spin -5", "--compute-spin: microseconds, an integer from 0 to 100000"},
            {"--mpi-poll 0", "--mpi-poll: microseconds, an integer from 1 to 100000"},
-           {"--calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
+           {"--bucket per-rate --calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
+           // --bucket auto is per-rate with htb, whose bucket the model cannot hold.
+           {"--shaper htb --calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--bucket fixed --model-bucket off --calib-latency tiny", "--calib-latency tiny: needs the model's bucket"},
            {"--priority fifo", "--priority: auto, rt, compute-rt, nice or none"},
            {"--queue deep", "--queue: auto, per-rate or fixed"},
@@ -1971,10 +1973,12 @@ TEST(Testbed, ReducedRunEndToEnd) {
   EXPECT_TRUE(cmp["ranking"].contains("kendall_tau"));
   // The namespaces' TCP: Reno unless --tcp says otherwise, written with the results.
   EXPECT_THAT(clirunner::slurp(tmp.path() / "tcp.txt"), ::testing::StartsWith("congestion control reno,"));
-  // tbf's bucket changes with the rate: the model has none.
-  EXPECT_THAT(out, HasSubstr("bucket per-rate, 1 ms")) << out;
-  EXPECT_THAT(out, HasSubstr("the model's bucket off")) << out;
-  EXPECT_FALSE(json::parse(clirunner::slurp(tmp.path() / "preempted" / "net-plan.json")).contains("burst_bytes"));
+  // tbf's bucket is the same in bytes at every rate (--bucket auto with tbf: fixed, 3 ms
+  // of the top rate), and the model holds it.
+  EXPECT_THAT(out, HasSubstr("bucket fixed (")) << out;
+  EXPECT_THAT(out, HasSubstr(", 3 ms, packets of at most 65536 bytes")) << out;
+  EXPECT_THAT(out, HasSubstr("the model's bucket on")) << out;
+  EXPECT_TRUE(json::parse(clirunner::slurp(tmp.path() / "preempted" / "net-plan.json")).contains("burst_bytes"));
   // The ops' overhead measured by a 1F1B replay, per stage; the plan and the simulations
   // read the pipeline with it, the ranks the profile.
   EXPECT_THAT(out, HasSubstr("== calibrate compute: 1F1B at b = 1")) << out;
@@ -2065,19 +2069,25 @@ TEST(Testbed, ReducedFamiliesRunPredictsTheDynamicPickByItsRecordedOrder) {
 // On 3 ranks interleaved 1F1B at v = 2 sends from the last rank to the first: the
 // namespaces form a ring, the calibration gives its link the chain's mean, the driver
 // changes its rate with the others', and the network simulated has both its channels.
+// With --bucket per-rate tbf's bucket changes with the rate (1 ms of it) and the model
+// has none.
 TEST(Testbed, ReducedRingRunForTheLoopPlacement) {
 #ifndef ADAGROUPER_CALIB_BIN
   GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
 #else
   TempDir tmp;
   int rc = 0;
-  const std::string out = reduced_run("--ranks 3 --families interleaved-1f1b --streams channel", tmp.path(), rc);
+  const std::string out =
+      reduced_run("--ranks 3 --families interleaved-1f1b --streams channel --bucket per-rate", tmp.path(), rc);
   if (rc == 77) GTEST_SKIP() << out;
   ASSERT_EQ(rc, 0) << out;
   EXPECT_THAT(out, HasSubstr("channel 2->0: "));
   EXPECT_THAT(out, HasSubstr("the chain's mean (a ring's link"));
+  EXPECT_THAT(out, HasSubstr("bucket per-rate, 1 ms")) << out;
+  EXPECT_THAT(out, HasSubstr("the model's bucket off")) << out;
   const fs::path dir = tmp.path() / "preempted";
   const json net = json::parse(clirunner::slurp(dir / "net-plan.json"));
+  EXPECT_FALSE(net.contains("burst_bytes"));
   std::set<std::pair<int, int>> channels;
   for (const json& c : net.at("channels")) channels.insert({c.at("from").get<int>(), c.at("to").get<int>()});
   EXPECT_TRUE(channels.count({2, 0}) && channels.count({0, 2})) << net.dump();
