@@ -452,7 +452,7 @@ case "$w_fill" in recorded | runtime) ;; *) die "--w-fill: recorded or runtime, 
 case "$calibrate" in replay | p2p) ;; *) die "--calibrate: replay or p2p" ;; esac
 case "$shaper" in tbf | htb) ;; *) die "--shaper: tbf or htb" ;; esac
 case "$acks" in free | shaped) ;; *) die "--acks: free or shaped, got '$acks'" ;; esac
-case "$bucket" in auto | per-rate | fixed | lowest) ;; *) die "--bucket: auto, per-rate, fixed or lowest" ;; esac
+case "$bucket" in auto | per-rate | fixed | lowest) ;; *) die "--bucket: auto, per-rate, fixed or lowest, got '$bucket'" ;; esac
 # A bucket that never changes needs tbf; htb has its own (one packet, in effect).
 [ "$bucket" != auto ] || { [ "$shaper" = tbf ] && bucket=fixed || bucket=per-rate; }
 [ "$bucket" = per-rate ] || [ "$shaper" = tbf ] || die "--bucket $bucket: tbf only (drop --shaper $shaper)"
