@@ -1974,9 +1974,10 @@ TEST(Testbed, ReducedRunEndToEnd) {
   // The namespaces' TCP: Reno unless --tcp says otherwise, written with the results.
   EXPECT_THAT(clirunner::slurp(tmp.path() / "tcp.txt"), ::testing::StartsWith("congestion control reno,"));
   // tbf's bucket is the same in bytes at every rate (--bucket auto with tbf: fixed, 3 ms
-  // of the top rate), and the model holds it.
+  // of the top rate), and the model holds it; the shaped links' packets are capped at
+  // 16 KiB (--packet-cap auto with that bucket).
   EXPECT_THAT(out, HasSubstr("bucket fixed (")) << out;
-  EXPECT_THAT(out, HasSubstr(", 3 ms, packets of at most 65536 bytes")) << out;
+  EXPECT_THAT(out, HasSubstr(", 3 ms, packets of at most 16384 bytes")) << out;
   EXPECT_THAT(out, HasSubstr("the model's bucket on")) << out;
   EXPECT_TRUE(json::parse(clirunner::slurp(tmp.path() / "preempted" / "net-plan.json")).contains("burst_bytes"));
   // The ops' overhead measured by a 1F1B replay, per stage; the plan and the simulations

@@ -108,10 +108,10 @@
 #                      every change, with the packets capped at the smallest bucket the
 #                      run sets (see --shaper). fixed: the bucket of the run's highest
 #                      rate (--bucket-ms of it, at least 4096 bytes) at every rate, in
-#                      bytes, as a real shaper keeps one, and the packets uncapped (gso
-#                      65536): tbf splits a larger packet at enqueue to at most the
+#                      bytes, as a real shaper keeps one, with no cap needed against a
+#                      stall: tbf splits a larger packet at enqueue to at most the
 #                      bucket, and the bucket never shrinks, so no queued packet can be
-#                      stranded. At a lower rate the bucket is more than 1 ms of tokens
+#                      stranded (--packet-cap caps them at 16 KiB for another reason). At a lower rate the bucket is more than 1 ms of tokens
 #                      (a larger burst after idle), which the model then holds
 #                      (--model-bucket). lowest: fixed with the bucket of the run's
 #                      lowest rate (1 ms of it, at least 4096 bytes): no more than 1 ms
@@ -138,12 +138,15 @@
 #                      shrinks at a fall"
 #   --packet-cap P     auto (default) or bytes from 1500 to 65536: the largest packet the
 #                      shaped links' devices take (netns.sh gso). auto: the smallest
-#                      bucket the run sets under --bucket per-rate (see --shaper), else
-#                      65536 (uncapped: TCP's offload builds packets of up to 64 KiB). A
-#                      message's last bytes may leave in one packet with the next
-#                      message's first ones, and tbf sends a packet only when it has the
-#                      tokens for all of it: a smaller cap bounds how far that holds a
-#                      message back; docs/fidelity.md, "A message's last packet"
+#                      bucket the run sets under --bucket per-rate (see --shaper), 16384
+#                      with tbf's bucket fixed or lowest, 65536 with htb (uncapped: TCP's
+#                      offload builds packets of up to 64 KiB). A message's last bytes
+#                      may leave in one packet with the next message's first ones (on 4
+#                      ranks at the lowest rate even with --tcp-push eager), and tbf
+#                      sends a packet only when it has the tokens for all of it: the cap
+#                      bounds how far that holds a message back (16 KiB: 2.6 ms at 50
+#                      Mbit/s, where 64 KiB take 10.5); docs/fidelity.md, "A message's
+#                      last packet", "Packets capped at 16 KiB by default"
 #   --bucket-ms MS     the bucket's length in ms of the rate it is taken from: each
 #                      rate's (per-rate), the highest (fixed) or the lowest (lowest); at
 #                      least 4096 bytes. auto (default): 3 with --bucket fixed, else 1.
@@ -661,10 +664,17 @@ if [ "$bucket" = lowest ]; then fixed_burst=$lowest_burst; fi
 model_burst=$((fixed_burst / 1514 * 1448))
 model_bucket_args=()
 [ "$model_bucket" = off ] || model_bucket_args=(--bucket-bytes "$model_burst")
-# htb sends a packet larger than its bucket late (its tokens go negative), and tbf whose
+# htb sends a packet larger than its bucket late (its tokens go negative): no cap. tbf whose
 # bucket never changes (--bucket fixed, lowest) splits a larger packet at enqueue to at most the
-# bucket that every later change keeps: no cap.
-[ "$shaper" = tbf ] && [ "$bucket" = per-rate ] || gso_bytes=65536
+# bucket that every later change keeps, so no cap is needed against a stall; but a socket
+# may keep a message's last packet back and append the next message's first bytes to it,
+# and tbf sends that packet only when it has the tokens for all of it: 16 KiB bounds the
+# delay to 2.6 ms at 50 Mbit/s (docs/fidelity.md, "Packets capped at 16 KiB by default").
+if [ "$shaper" = htb ]; then
+  gso_bytes=65536
+elif [ "$bucket" != per-rate ]; then
+  gso_bytes=16384
+fi
 [ "$packet_cap" = auto ] || gso_bytes=$packet_cap
 # rate_awk PROGRAM [AWK OPTIONS]: awk with the functions that say how a rate is shaped:
 # per_rate_burst(v), tbf's bucket of v bytes/s under --bucket per-rate (--bucket-ms of
@@ -694,7 +704,7 @@ burst_args=(--burst "$fixed_burst")
 "${netns[@]}" rate-all "$rate" --shaper "$shaper" --acks "$acks" "${burst_args[@]}" >/dev/null
 echo "== shaper $shaper, TCP's ACKs $acks, bucket $bucket$([ "$bucket" = per-rate ] || echo " ($fixed_burst bytes at every rate)"), $bucket_ms ms, packets of at most $gso_bytes bytes on the shaped links; queue $queue_kind$([ "$queue_kind" = per-rate ] || echo " ($fixed_queue bytes)"); the model's bucket $model_bucket$([ "$model_bucket" = off ] || echo " ($model_burst bytes: the payload of its whole frames)"), latency $calib_latency$([ "$calib_latency" != tiny ] || echo " (quantile $tiny_quantile)")"
 "${netns[@]}" gso "$gso_bytes" ||
-  echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link" >&2
+  echo "fidelity.sh: warning: could not cap the shaped links' packets at $gso_bytes bytes: a rate fall can stall a link (--bucket per-rate), and a message's last packet can arrive late" >&2
 
 # set_rate BYTES_PER_S: every link, both directions, to that rate, in place (tc qdisc
 # change, as tools/scripts/netns.sh rate does, with its burst and 50 ms queue), straight
