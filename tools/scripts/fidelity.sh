@@ -111,7 +111,8 @@
 #                      bytes, as a real shaper keeps one, with no cap needed against a
 #                      stall: tbf splits a larger packet at enqueue to at most the
 #                      bucket, and the bucket never shrinks, so no queued packet can be
-#                      stranded (--packet-cap caps them at 16 KiB for another reason). At a lower rate the bucket is more than 1 ms of tokens
+#                      stranded (--packet-cap caps them at 16 KiB for another reason).
+#                      At a lower rate the bucket is more than 1 ms of tokens
 #                      (a larger burst after idle), which the model then holds
 #                      (--model-bucket). lowest: fixed with the bucket of the run's
 #                      lowest rate (1 ms of it, at least 4096 bytes): no more than 1 ms
