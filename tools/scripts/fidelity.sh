@@ -138,10 +138,10 @@
 #                      rate, as a switch's buffer; docs/fidelity.md, "A queue that
 #                      shrinks at a fall"
 #   --packet-cap P     auto (default) or bytes from 1500 to 65536: the largest packet the
-#                      shaped links' devices take (netns.sh gso). auto: the smallest
-#                      bucket the run sets under --bucket per-rate (see --shaper), 16384
-#                      with tbf's bucket fixed or lowest, 65536 with htb (uncapped: TCP's
-#                      offload builds packets of up to 64 KiB). A message's last bytes
+#                      shaped links' devices take (netns.sh gso). auto: with tbf, 16384
+#                      under --bucket fixed or lowest and the smallest bucket the run
+#                      sets under per-rate (see --shaper); with htb 65536 (uncapped:
+#                      TCP's offload builds packets of up to 64 KiB). A message's last bytes
 #                      may leave in one packet with the next message's first ones (on 4
 #                      ranks at the lowest rate even with --tcp-push eager), and tbf
 #                      sends a packet only when it has the tokens for all of it: the cap
