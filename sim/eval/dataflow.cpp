@@ -12,6 +12,12 @@
 // memory, in-flight and queue-depth changes in time order from the recorded times (a
 // few sorted streams, no heap).
 //
+// Which inputs are known at each step depends on counts alone (ops run, messages
+// produced and sent), never on times, so a static order is evaluated in the same
+// sequence in every iteration. The first iteration records that sequence (each op run,
+// and where each stage finished); the later ones run it as one flat loop over ops, with
+// no readiness tests and no work list.
+//
 // Dynamic W fill fits the same scheme: a stage decides between a pending W and its next
 // listed op only from that op's ready time, which W ops never change (they send
 // nothing), so the decision is made as soon as the ready time is known.
@@ -428,6 +434,26 @@ class SimpleReplay : public TwoInputs<SimpleReplay<kSplit>> {
   std::int32_t full_ = 0, partial_ = 0;
 };
 
+// One step of the recorded sequence: op `op` (index into Program::ops) of stage `stage`,
+// of class `cls` (index into Program::classes), whose input is known at `ready` (its
+// message's arrival, the end of the op it waits for, or the iteration's start), after
+// which `sends` messages leave on its output channel (the channel's next ones: 1 on a
+// channel in production order, 0 to 2 on one that is not).
+struct FlatOp {
+  static constexpr std::uint32_t kMaxSends = 3;
+  const double* ready;
+  const double* produced;  // the end of the op that produced the first message it sends
+  std::uint32_t op;
+  std::uint16_t stage : 14, sends : 2;
+  std::uint16_t cls;
+};
+static_assert(sizeof(FlatOp) == 24);
+
+// Where a stage finished in the recorded sequence: after the first `end` steps.
+struct FlatFinish {
+  std::uint32_t end, stage;
+};
+
 // Which replay replays a stage: the cheapest whose shape it has.
 enum class ReplayKind : std::uint8_t { Simple, SimpleSplit, Exact, General };
 
@@ -463,7 +489,13 @@ class Dataflow {
       channels_[c].bytes = pc.bytes;
       const std::uint32_t* producer = &prog_.producer[pc.first];
       channels_[c].in_order = pc.capacity == 0 && std::is_sorted(producer, producer + pc.count);
+      flat_ok_ &= pc.capacity == 0;
     }
+    // Dynamic W fill decides from times; a bounded channel's transfers wait for
+    // consumption, a step the recorded sequence does not hold. One iteration has no use
+    // for a recording.
+    flat_ok_ &= !dynamic_w_ && sc.iterations > 1 && S_ < (1u << 14) && prog_.classes.size() <= 0xffff;
+    if (flat_ok_) flat_.reserve(prog_.ops.size());
     times_.resize(prog_.ops.size());
     // Each channel's arrivals followed by kArrivalPad +inf (sentinels for replay_levels).
     arrival_.assign(prog_.producer.size() + kArrivalPad * channels_.size(), kInf);
@@ -613,18 +645,53 @@ class Dataflow {
     return true;
   }
 
-  // Advances the stages on the work list until it is empty; false when one cannot finish.
-  // The loop is compiled once per combination of dynamic W fill and timed durations, so
-  // that the per-op path tests neither.
+  // Advances the stages on the work list until it is empty, or runs the recorded sequence
+  // (after the first iteration of a static order); false when a stage cannot finish. The
+  // loops are compiled once per combination of dynamic W fill, timed durations and
+  // recording, so that the per-op path tests none of them.
   bool drain() {
-    if (dynamic_w_) return durations_.timed() ? drain<true, true>() : drain<true, false>();
-    return durations_.timed() ? drain<false, true>() : drain<false, false>();
+    const bool timed = durations_.timed();
+    if (dynamic_w_) return timed ? drain<true, true, false>() : drain<true, false, false>();
+    if (recorded_) {
+      nwork_ = 0;  // the flat loop reads no work list
+      return timed ? run_flat<true>() : run_flat<false>();
+    }
+    if (!flat_ok_) return timed ? drain<false, true, false>() : drain<false, false, false>();
+    const bool done = timed ? drain<false, true, true>() : drain<false, false, true>();
+    recorded_ = done && flat_ok_ && finishes_.size() == S_;
+    return done;
   }
-  template <bool kDynamicW, bool kTimed>
+  template <bool kDynamicW, bool kTimed, bool kRecord>
   bool drain() {
     while (nwork_ > 0) {
       const std::uint32_t s = work_[--nwork_];
-      if (!advance_stage<kDynamicW, kTimed>(s)) return false;
+      if (!advance_stage<kDynamicW, kTimed, kRecord>(s)) return false;
+    }
+    return true;
+  }
+
+  // The recorded sequence: every op as the work list ran it, each stage's levels replayed
+  // where it finished. Every op's input is known when its turn comes.
+  template <bool kTimed>
+  bool run_flat() {
+    const FlatOp* step = flat_.data();
+    for (const FlatFinish f : finishes_) {
+      for (const FlatOp* last = flat_.data() + f.end; step != last; ++step) {
+        const std::uint32_t s = step->stage, i = step->op;
+        StageRun& st = stages_[s];
+        const OpClass& c = p_classes_[step->cls];
+        if (!run_op<false, kTimed>(s, i, c, std::max(st.free, *step->ready))) return false;
+        st.next = i + 1;
+        // A counted loop rather than send(): whether a channel is in production order is
+        // data that a branch per op would mispredict (half the channels of a V placement).
+        if (std::uint32_t n = step->sends; n > 0) {
+          ChannelRun& ch = channels_[c.out];
+          if (!transfer(ch, p_channels_[c.out], std::max(ch.free, *step->produced))) return false;
+          for (; n > 1; --n)
+            if (!transfer_next(c.out)) return false;
+        }
+      }
+      replay_levels(f.stage);
     }
     return true;
   }
@@ -694,8 +761,30 @@ class Dataflow {
     return true;
   }
 
+  // Appends listed op i of stage s to the recorded sequence.
+  void record(std::uint32_t s, std::uint32_t i, const ProgramOp& op, const OpClass& c) {
+    const StageRun& st = stages_[s];
+    const double* ready = c.in < kLocal    ? &arrival_[channels_[c.in].arrivals + op.dep]
+                          : c.in == kLocal ? &times_[st.begin + op.dep].end
+                                           : &t0_;
+    flat_.push_back({ready, nullptr, i, static_cast<std::uint16_t>(s), 0,
+                     static_cast<std::uint16_t>(p_stages_[s].classes + op.cls)});
+  }
+
+  // The messages the last recorded op sent: channel c's next ones from `before` on (none
+  // without c). A sequence with more than FlatOp::kMaxSends is not used.
+  void record_sends(std::uint32_t c, std::uint32_t before) {
+    const std::uint32_t n = c == kNoChannel ? 0 : channels_[c].next - before;
+    if (n > FlatOp::kMaxSends) flat_ok_ = false;
+    flat_.back().sends = n & FlatOp::kMaxSends;
+    if (n > 0) {
+      const ProgramChannel& pc = p_channels_[c];
+      flat_.back().produced = &times_[stages_[pc.sender].begin + p_producer_[pc.first + before]].end;
+    }
+  }
+
   // Evaluates stage s's ops in order until one's input is not known yet.
-  template <bool kDynamicW, bool kTimed>
+  template <bool kDynamicW, bool kTimed, bool kRecord>
   bool advance_stage(std::uint32_t s) {
     StageRun& st = stages_[s];
     if (st.next == st.end) return true;  // finished (and its levels replayed) already
@@ -713,19 +802,23 @@ class Dataflow {
       }
       if (kDynamicW && !fill_w<kTimed>(s, ready)) return false;
       if (!run_op<kDynamicW, kTimed>(s, i, c, std::max(st.free, ready))) return false;
+      if constexpr (kRecord) record(s, i, op, c);
       st.next = i + 1;
       if (bounded && c.in < kLocal && channels_[c.in].capacity > 0) {  // whether c.in < kLocal is data
         consumed_at_[p_channels_[c.in].first + op.dep] = times_[i].start;
         ++channels_[c.in].consumed;
         if (!advance_channel(c.in)) return false;  // may free capacity
       }
+      const std::uint32_t before = kRecord && c.out != kNoChannel ? channels_[c.out].next : 0;
       if (c.out != kNoChannel && !send(c.out, i, st.free)) return false;
+      if constexpr (kRecord) record_sends(c.out, before);
     }
     while (kDynamicW && st.pending_head != st.pending_tail)  // the remaining W ops, back to back
       if (!run_pending_w<kTimed>(s)) return false;
     // Done for this iteration: every message it consumes has arrived, so its levels can
     // be replayed now, while its times are still in cache.
     replay_levels(s);
+    if constexpr (kRecord) finishes_.push_back({static_cast<std::uint32_t>(flat_.size()), s});
     return true;
   }
 
@@ -761,6 +854,14 @@ class Dataflow {
     if (!transfer(ch, pc, std::max(ch.free, at))) return false;
     wake(pc.receiver, c, ch.next);
     return true;
+  }
+
+  // Transfers channel c's next message, whose producing op has run.
+  bool transfer_next(std::uint32_t c) {
+    ChannelRun& ch = channels_[c];
+    const ProgramChannel& pc = p_channels_[c];
+    const double produced = times_[stages_[pc.sender].begin + p_producer_[pc.first + ch.next]].end;
+    return transfer(ch, pc, std::max(ch.free, produced));
   }
 
   // Transfers channel c's next message, which may leave at `start`, and records its
@@ -823,6 +924,11 @@ class Dataflow {
   std::vector<std::uint32_t> executed_;   // dynamic W fill: ops in the order they ran, per stage
   std::vector<std::uint32_t> work_;       // stages whose awaited message arrived: the first nwork_
   std::uint32_t nwork_ = 0;
+  // The recorded sequence (a static order with unlimited buffers: flat_ok_), once the
+  // first iteration has run (recorded_).
+  bool flat_ok_ = true, recorded_ = false;
+  std::vector<FlatOp> flat_;
+  std::vector<FlatFinish> finishes_;
   std::vector<ReplayInput> inputs_;       // room for a stage's input channels (replay_levels)
   std::vector<std::uint32_t> input_term_;  // per channel: the term its messages wait in (SimpleReplay)
   std::vector<double> arrived_bytes_;     // per message n, laid out like arrival_: its channel's first n's bytes
