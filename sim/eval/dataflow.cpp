@@ -265,8 +265,8 @@ template <class Replay>
 class TwoInputs {
  public:
   // Brings the levels to an op event at time t: the arrivals before t settle (the peaks
-  // are taken), those at t join the event.
-  void until(double t) {
+  // are taken), those at t join the event. Inline: it is the replay's inner step.
+  [[gnu::always_inline]] void until(double t) {
     // Again at the last op event's time (a stage that runs its ops back to back): every
     // arrival up to t has been counted then, and nothing settles.
     if (t == counted_t_) return;
@@ -924,16 +924,16 @@ class Dataflow {
   std::vector<std::uint32_t> executed_;   // dynamic W fill: ops in the order they ran, per stage
   std::vector<std::uint32_t> work_;       // stages whose awaited message arrived: the first nwork_
   std::uint32_t nwork_ = 0;
-  // The recorded sequence (a static order with unlimited buffers: flat_ok_), once the
-  // first iteration has run (recorded_).
-  bool flat_ok_ = true, recorded_ = false;
-  std::vector<FlatOp> flat_;
-  std::vector<FlatFinish> finishes_;
   std::vector<ReplayInput> inputs_;       // room for a stage's input channels (replay_levels)
   std::vector<std::uint32_t> input_term_;  // per channel: the term its messages wait in (SimpleReplay)
   std::vector<double> arrived_bytes_;     // per message n, laid out like arrival_: its channel's first n's bytes
   std::vector<ClassDeltas> deltas_;       // per class (ExactReplay)
   std::vector<ReplayKind> replay_;        // per stage: which replay replays it
+  // The recorded sequence (a static order with unlimited buffers: flat_ok_), once the
+  // first iteration has run (recorded_).
+  bool flat_ok_ = true, recorded_ = false;
+  std::vector<FlatOp> flat_;
+  std::vector<FlatFinish> finishes_;
 };
 
 template <class Replay>
