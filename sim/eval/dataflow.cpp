@@ -571,6 +571,11 @@ class Dataflow {
     if (std::find(replay_.begin(), replay_.end(), ReplayKind::Exact) != replay_.end()) index_arrived_bytes();
   }
 
+  // The recorded sequence points into the evaluator's own arrays (and at t0_): it stays
+  // where it was built.
+  Dataflow(const Dataflow&) = delete;
+  Dataflow& operator=(const Dataflow&) = delete;
+
   std::optional<SimResult> run() {
     SimResult r;
     r.iteration_times_s.reserve(sc_.iterations);
