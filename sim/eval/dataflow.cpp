@@ -782,10 +782,7 @@ class Dataflow {
     const std::uint32_t n = c == kNoChannel ? 0 : channels_[c].next - before;
     if (n > FlatOp::kMaxSends) flat_ok_ = false;
     flat_.back().sends = n & FlatOp::kMaxSends;
-    if (n > 0) {
-      const ProgramChannel& pc = p_channels_[c];
-      flat_.back().produced = &times_[stages_[pc.sender].begin + p_producer_[pc.first + before]].end;
-    }
+    if (n > 0) flat_.back().produced = &producer_end(p_channels_[c], before);
   }
 
   // Evaluates stage s's ops in order until one's input is not known yet.
@@ -861,12 +858,16 @@ class Dataflow {
     return true;
   }
 
+  // The end of the op that produces channel pc's n-th message.
+  const double& producer_end(const ProgramChannel& pc, std::uint32_t n) const {
+    return times_[stages_[pc.sender].begin + p_producer_[pc.first + n]].end;
+  }
+
   // Transfers channel c's next message, whose producing op has run.
   bool transfer_next(std::uint32_t c) {
     ChannelRun& ch = channels_[c];
     const ProgramChannel& pc = p_channels_[c];
-    const double produced = times_[stages_[pc.sender].begin + p_producer_[pc.first + ch.next]].end;
-    return transfer(ch, pc, std::max(ch.free, produced));
+    return transfer(ch, pc, std::max(ch.free, producer_end(pc, ch.next)));
   }
 
   // Transfers channel c's next message, which may leave at `start`, and records its
