@@ -754,25 +754,23 @@ class Dataflow {
 
   // Whether the input of listed op i is known; if so, its ready time in `ready`.
   bool ready_time(const StageRun& st, std::uint32_t i, const ProgramOp& op, const OpClass& c, double& ready) const {
-    if (c.in < kLocal) {
-      if (channels_[c.in].next <= op.dep) return false;  // its message has not arrived
-      ready = arrival_[channels_[c.in].arrivals + op.dep];
-    } else if (c.in == kLocal) {
-      if (i - st.begin <= op.dep) return false;  // ordered after it: never
-      ready = times_[st.begin + op.dep].end;
-    } else {
-      ready = t0_;
-    }
+    if (c.in < kLocal && channels_[c.in].next <= op.dep) return false;  // its message has not arrived
+    if (c.in == kLocal && i - st.begin <= op.dep) return false;          // ordered after it: never
+    ready = input_time(st, op, c);
     return true;
+  }
+
+  // Where listed op `op`'s input time is (once known): its message's arrival, the end of
+  // the local op it waits for, or the iteration's start.
+  const double& input_time(const StageRun& st, const ProgramOp& op, const OpClass& c) const {
+    if (c.in < kLocal) return arrival_[channels_[c.in].arrivals + op.dep];
+    if (c.in == kLocal) return times_[st.begin + op.dep].end;
+    return t0_;
   }
 
   // Appends listed op i of stage s to the recorded sequence.
   void record(std::uint32_t s, std::uint32_t i, const ProgramOp& op, const OpClass& c) {
-    const StageRun& st = stages_[s];
-    const double* ready = c.in < kLocal    ? &arrival_[channels_[c.in].arrivals + op.dep]
-                          : c.in == kLocal ? &times_[st.begin + op.dep].end
-                                           : &t0_;
-    flat_.push_back({ready, nullptr, i, static_cast<std::uint16_t>(s), 0,
+    flat_.push_back({&input_time(stages_[s], op, c), nullptr, i, static_cast<std::uint16_t>(s), 0,
                      static_cast<std::uint16_t>(p_stages_[s].classes + op.cls)});
   }
 
@@ -834,7 +832,7 @@ class Dataflow {
     while (ch.next < pc.count) {
       const std::uint32_t p = p_producer_[pc.first + ch.next];
       if (produced <= p) break;  // not produced yet
-      double start = std::max(ch.free, times_[sender.begin + p].end);
+      double start = std::max(ch.free, producer_end(pc, ch.next));
       if (ch.next >= ch.full_at) {
         if (ch.consumed < ch.next - pc.capacity + 1) break;  // receiver full
         start = std::max(start, consumed_at_[pc.first + ch.next - pc.capacity]);
