@@ -27,6 +27,14 @@ directory above it) and one replayed candidate, and prints:
                transfers whose end was the stream's, not the link's (held by the
                receive stream: their bytes were in when the stream, done with a
                receive from another peer, reached them), left out of the stalls
+  links        the links apart from the schedule: each channel's model (net-sim-I.json:
+               latency, rate trace, bucket) fed the measured sends' posts (raw-I.jsonl),
+               its arrivals against the measured receives' ends, by rate and by whether
+               the other direction of the link carried data (busy, partly, idle). A
+               transfer against its counterpart in the free-running prediction compares
+               two histories of its channel (at a low rate its time depends on the
+               tokens gathered since the previous message, so on when the schedule
+               posted it); this line is the link's own error
   testbed      with the testbed's own record (fidelity.sh writes tc-calls-I.csv and
                netstat-I.txt): how long each change's tc calls took (first start to last
                end), the links' drops and backlog, and per period between two changes the
@@ -51,6 +59,7 @@ import csv
 import json
 import os
 import re
+import statistics
 import sys
 
 import fidelity_calib
@@ -123,6 +132,96 @@ class Trace:
                 return float("inf")
             left -= rate * (end - t)
             t, i = end, i + 1
+
+    def bytes_between(self, a, b):
+        """The bytes the rate moves over [a, b] (0 if b <= a)."""
+        total, t = 0.0, a
+        i = max(bisect.bisect_right(self.t, t) - 1, 0)
+        while t < b:
+            end = min(self.t[i + 1] if i + 1 < len(self.t) else b, b)
+            total += self.v[i] * (end - t)
+            t, i = end, i + 1
+        return total
+
+
+def channel_arrivals(sends, latency, trace, bucket):
+    """The model's arrival of each of a channel's messages, [(post_s, bytes)] in the order
+    they leave: a FIFO with a latency, the rate trace and a token bucket of `bucket`
+    bytes, full at the first message (docs/model.md, "Transfers" and "Shaped links")."""
+    out, prev_end, left = [], None, bucket
+    for post, nbytes in sends:
+        t0 = post if prev_end is None else max(post, prev_end)
+        flow = t0 + latency
+        tokens = bucket if prev_end is None else min(bucket, left + trace.bytes_between(prev_end, flow))
+        burst = min(tokens, nbytes)
+        end = flow + trace.duration(flow, nbytes - burst) if nbytes > burst else flow
+        out.append(end)
+        prev_end, left = end, tokens - burst
+    return out
+
+
+def merged(spans):
+    """The union of [(start, end)] spans as disjoint spans, in order."""
+    out = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def links_given_sends(d, idx):
+    """The links alone, apart from the schedule: each channel of net-sim-I.json fed the
+    measured sends of raw-I.jsonl (their posts, in the order they left), its model's
+    arrivals against the measured receives' ends. Returns ({(rate, other): [measured minus
+    model arrival, s]}, left out): rate the nominal rate at the post (recorded-I-F-T.csv,
+    else None), other whether the other direction of the link carried a message for at
+    least 90% of this one's span, post to receive end ("busy"), at most 10% ("idle") or
+    between ("partly"). Left out: the warm-up's transfers (they still go through the
+    channel), and those whose receive was posted after the model's arrival (their end is
+    the receiver's). ({}, 0) without the files."""
+    raw_path, net_path = os.path.join(d, f"raw-{idx}.jsonl"), os.path.join(d, f"net-sim-{idx}.json")
+    if not (os.path.exists(raw_path) and os.path.exists(net_path)):
+        return {}, 0
+    net = load_json(net_path)
+    sends, recvs = {}, {}
+    with open(raw_path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "send":
+                sends.setdefault((r["stage"], r["peer"]), []).append(r)
+            elif r.get("kind") == "recv":
+                recvs[(r["peer"], r["stage"], r["iteration"], r["tag"])] = r
+    spans, rows = {}, []  # spans: {(from, to): [(post, end)]}
+    for ch in net["channels"]:
+        key = (ch["from"], ch["to"])
+        rate = ch["rate"]
+        trace = Trace(read_rates(os.path.join(d, rate["file"]))) if "file" in rate else Trace([(0.0, rate["constant"])])
+        nominal_path = os.path.join(d, f"recorded-{idx}-{key[0]}-{key[1]}.csv")
+        nominal = Trace(read_rates(nominal_path)) if os.path.exists(nominal_path) else None
+        msgs = sorted(sends.get(key, []), key=lambda r: (r["iteration"], r["start_s"]))
+        model = channel_arrivals([(r["start_s"], r["bytes"]) for r in msgs], ch.get("latency_s", 0.0), trace,
+                                 net.get("burst_bytes", 0.0))
+        for r, arrival in zip(msgs, model):
+            got = recvs.get((key[0], key[1], r["iteration"], r["tag"]))
+            if got is None:
+                continue
+            spans.setdefault(key, []).append((r["start_s"], got["end_s"]))
+            if r["iteration"] >= 0:
+                rows.append((key, r["start_s"], got["start_s"], got["end_s"], arrival,
+                             nominal.at(r["start_s"]) if nominal else None))
+    busy = {key: merged(v) for key, v in spans.items()}
+    out, left_out = {}, 0
+    for key, post, recv_post, end, arrival, level in rows:
+        if recv_post > arrival:
+            left_out += 1
+            continue
+        span = max(end - post, 1e-9)
+        cover = sum(max(0.0, min(end, b) - max(post, a)) for a, b in busy.get(key[::-1], [])) / span
+        other = "busy" if cover >= 0.9 else "idle" if cover <= 0.1 else "partly"
+        out.setdefault((level, other), []).append(end - arrival)
+    return out, left_out
 
 
 def transfers(events):
@@ -505,6 +604,16 @@ def analyse(d, idx, label, args):
         print(f"  transfers right behind the previous one on their channel, the model's duration at the "
               f"measured start over the measured: the other direction busy {med['busy']}, idle {med['idle']} "
               f"(median, count; > 1: faster than the model)")
+    links, links_left_out = links_given_sends(d, idx)
+    if links:
+        parts = []
+        for level in sorted({k[0] for k in links}, key=lambda x: (x is None, x)):
+            by_other = ", ".join(f"{o} {1e3 * statistics.median(v):+.3f} ({1e3 * statistics.mean(v):+.3f}) {len(v)}"
+                                 for o in ("busy", "partly", "idle") for v in [links.get((level, o), [])] if v)
+            parts.append((f"at {level / 1e6:g} MB/s " if level else "") + by_other)
+        print(f"  the links given the measured sends (each channel's model, net-sim-{idx}.json, fed the sends' "
+              f"posts), measured arrival minus the model's, ms, median (mean) count, by the other direction: "
+              f"{'; '.join(parts)}; left out {links_left_out} whose receive was posted after the model's arrival")
     if any(in_stream.values()):
         med = {k: f"{1e3 * sorted(v)[len(v) // 2]:+.2f} ms ({len(v)})" if v else "- (0)" for k, v in in_stream.items()}
         print(f"  transfers 60 ms or more from a change, measured minus simulated duration (median, count): "
@@ -636,6 +745,9 @@ def analyse(d, idx, label, args):
     res["op_ratio_median"] = ratios[len(ratios) // 2] if ratios else None
     res["op_ratio_p90"] = ratios[int(0.9 * (len(ratios) - 1))] if ratios else None
     res["stalls_at_change"] = sum(r[7] <= args.near_ms * 1e-3 for r in stalls)
+    res["links_given_sends"] = [
+        {"rate": level, "other_direction": o, "count": len(v), "median_ms": 1e3 * statistics.median(v),
+         "mean_ms": 1e3 * statistics.mean(v)} for (level, o), v in sorted(links.items(), key=str)]
     res["testbed"] = testbed
     print()
     return res
