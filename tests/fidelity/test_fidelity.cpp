@@ -1827,6 +1827,21 @@ TEST(Testbed, AttributionFeedsTheLinksTheMeasuredSends) {
             "30000 ({}, 0)\n");
 }
 
+// The rate driver's changes against the trace it played: the k-th recorded change is the
+// k-th row's; 50 ms late is on time, 5.9 s late is reported, and the start row is not a
+// change. A record that ends early (the replay ended) compares what it has.
+TEST(Testbed, AttributionFindsTheDriversLateChanges) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_attribution as f\n"
+      "due = [(0.0, 1), (2.0, 2), (4.0, 1), (6.0, 2), (8.0, 1)]\n"
+      "print(f.late_changes([(0.0, 1), (2.05, 2), (9.9, 1), (9.91, 2)], due), "
+      "f.late_changes([(0.3, 1), (2.0, 2)], due), f.late_changes([(0.0, 1), (2.5, 2)], due, 0.6))",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "[(4.0, 9.9), (6.0, 9.91)] [] []\n");
+}
+
 // With one receive stream per stage (replay --streams plan) a receive whose stream reached
 // it at the end of a receive from another peer, and which then took under 1 ms, is held
 // by the stream: its bytes were in. Not: one from the same peer, one after a gap, one that

@@ -1045,6 +1045,24 @@ sleep_until() {
   sleeper=""
 }
 
+# late_warning RECORDED UNROLLED I: a warning when the driver made a change of candidate I
+# more than 0.1 s after it was due (fidelity_attribution.py late_changes): the candidate
+# then played other rates than the scenario's. Its prediction is still fair (the
+# simulation reads the rates the driver applied, RECORDED), but the scenario is not.
+late_warning() {
+  python3 - "$root/tools/scripts" "$@" <<'EOF' >&2
+import sys
+sys.path.insert(0, sys.argv[1])
+import fidelity_attribution as f
+late = f.late_changes(f.read_rates(sys.argv[2]), f.read_rates(sys.argv[3]))
+if late:
+    due, made = max(late, key=lambda x: x[1] - x[0])
+    print(f"fidelity.sh: warning: candidate {sys.argv[4]}: the rate driver made {len(late)} change(s) more than "
+          f"0.1 s late (the worst due at {due:.3f} s, made at {made:.3f} s): the candidate ran on other rates "
+          f"than the scenario's; its prediction uses the rates the driver applied (recorded-{sys.argv[4]}.csv)")
+EOF
+}
+
 # per_channel RECORDED TC_CALLS ORIGIN RANKS: beside RECORDED (time_s,value: the driver's
 # changes, each at the middle of its tc calls), RECORDED-F-T.csv per channel F->T with
 # each change at the end of the tc call that changed the sending side of its link (the
@@ -1163,6 +1181,7 @@ sys.exit(json.load(open(sys.argv[1]))["candidates"][int(sys.argv[2])].get("w_fil
       # middle of all of a change's calls, recorded-I.csv, is up to half their span off
       # for the first and last link).
       per_channel "$dir/recorded-$i.csv" "$dir/tc-calls-$i.csv" "$origin" "$ranks"
+      late_warning "$dir/recorded-$i.csv" "$out/trace-unrolled.csv" "$i"
       network "$dir/net-sim-$i.json" trace "$dir/recorded-$i.csv" per-channel
     else
       cp "$dir/net-plan.json" "$dir/net-sim-$i.json"

@@ -224,6 +224,14 @@ def links_given_sends(d, idx):
     return out, left_out
 
 
+def late_changes(recorded, due, late_s=0.1):
+    """The rate driver's changes made more than late_s after they were due, [(due_s,
+    made_s)]: the k-th row of `recorded` (time_s, value: when the driver's k-th change
+    took effect, recorded-I.csv) against the k-th of `due` (the trace it played,
+    trace-unrolled.csv), k >= 1 (row 0 is the rate the run starts with)."""
+    return [(d[0], r[0]) for r, d in zip(recorded[1:], due[1:]) if r[0] - d[0] > late_s]
+
+
 def transfers(events):
     """{(name, iteration, micro_batch): (start_s, dur_s, bytes)} of a timeline's sends."""
     out = {}
@@ -451,6 +459,9 @@ def analyse(d, idx, label, args):
         for (t0, v0), (t1, v1) in zip(rows, rows[1:]):
             if v1 != v0:
                 changes.append((t1, v0, v1))
+    unrolled_path = os.path.join(os.path.dirname(os.path.abspath(d)), "trace-unrolled.csv")
+    driver_late = (late_changes(read_rates(rec_path), read_rates(unrolled_path))
+                   if os.path.exists(rec_path) and os.path.exists(unrolled_path) else [])
     ctimes = [c[0] for c in changes]
     # The model's channels at the recorded rates (calibrated), for durations at the measured time.
     chans = {}
@@ -468,6 +479,11 @@ def analyse(d, idx, label, args):
     inside = [c for c in changes if mb[0] <= c[0] <= end]
     print(f"    {len(inside)} recorded rate changes inside the measured span "
           f"({sum(c[2] < c[1] for c in inside)} falls, {sum(c[2] > c[1] for c in inside)} rises)")
+    if driver_late:
+        due, made = max(driver_late, key=lambda x: x[1] - x[0])
+        print(f"    the driver made {len(driver_late)} change(s) more than 0.1 s late (the worst due at {due:.3f} s, made "
+              f"at {made:.3f} s): the run played other rates than the scenario's; both runs here have the "
+              f"recorded ones")
 
     def near(t0, t1):
         """(distance in s to the nearest change from [t0, t1], that change); 0 if inside."""
@@ -745,6 +761,7 @@ def analyse(d, idx, label, args):
     res["op_ratio_median"] = ratios[len(ratios) // 2] if ratios else None
     res["op_ratio_p90"] = ratios[int(0.9 * (len(ratios) - 1))] if ratios else None
     res["stalls_at_change"] = sum(r[7] <= args.near_ms * 1e-3 for r in stalls)
+    res["late_changes"] = [{"due_s": due, "made_s": made} for due, made in driver_late]
     res["links_given_sends"] = [
         {"rate": level, "other_direction": o, "count": len(v), "median_ms": 1e3 * statistics.median(v),
          "mean_ms": 1e3 * statistics.mean(v)} for (level, o), v in sorted(links.items(), key=str)]
