@@ -1827,6 +1827,32 @@ TEST(Testbed, AttributionFeedsTheLinksTheMeasuredSends) {
             "30000 ({}, 0)\n");
 }
 
+// Each op's cost beyond its profile, as the compute calibration measures it: from the
+// later of its input's arrival and its stage's previous op's end to its start, and its
+// measured duration less the simulated one plus the overhead the model added. An op the
+// simulation lacks is left out. The model's overhead per stage is the pipeline's, or
+// their mean where the run has another number of stages than the pipeline (model stages
+// merged or placed two to a rank).
+TEST(Testbed, AttributionMeasuresTheOpsCostBeyondTheirProfile) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import json, os, tempfile, fidelity_attribution as f\n" + timeline_events_py() +
+      "run = [recv(2, \"F0 0->1\", 5, 10, 0), op(2, \"F0\", 20, 10, 0), recv(2, \"F1 0->1\", 15, 10, 1), "
+      "op(2, \"F1\", 31, 12, 1), recv(2, \"F2 0->1\", 20, 10, 2), op(2, \"F2\", 45, 10, 2)]\n"
+      "sim = [op(2, \"F0\", 0, 9, 0), op(2, \"F1\", 0, 10, 1)]\n"
+      "costs = f.op_costs(run, sim, lambda pid: 2e-6)\n"
+      "print({k: [(round(a * 1e6, 3), round(b * 1e6, 3)) for a, b in v] for k, v in costs.items()})\n"
+      "d = tempfile.mkdtemp()\n"
+      "path = os.path.join(d, \"pipeline-sim.json\")\n"
+      "json.dump({\"stages\": [{\"op_overhead_s\": 1e-6}, {\"op_overhead_s\": 3e-6}]}, open(path, \"w\"))\n"
+      "ov = f.op_overheads(path)\n"
+      "print([round(ov(pid, n) * 1e6, 3) for pid, n in ((1, 2), (2, 2), (1, 4), (2, 1))], "
+      "f.op_overheads(os.path.join(d, \"none.json\")))",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "{'F': [(5.0, 3.0), (1.0, 4.0)]}\n[1.0, 3.0, 2.0, 2.0] None\n");
+}
+
 // The rate driver's changes against the trace it played: the k-th recorded change is the
 // k-th row's; 50 ms late is on time, 5.9 s late is reported, and the start row is not a
 // change. A record that ends early (the replay ended) compares what it has.

@@ -18,8 +18,11 @@ directory above it) and one replayed candidate, and prints:
                whether it ended at the next rate change (a link that passed nothing until
                the rate was changed again); the compute ops' start latency (from the
                later of the stage's previous op's end and the op's input's arrival to
-               its start; the model's is 0); the transfers' measured minus simulated
-               duration by their place in the channel's stream (with the next message
+               its start; the model's is 0); the ops' cost beyond their profile as the
+               compute calibration measures it (start latency + run past the profile,
+               per phase) against the op overhead the model added (pipeline-sim.json);
+               the transfers' measured minus simulated duration by their place in the
+               channel's stream (with the next message
                queued right behind, right behind the previous one, the rest): a
                message whose last packet the sender shared with the next message's
                first bytes ran late and the next one early (fidelity.sh --tcp-push);
@@ -324,6 +327,37 @@ def start_latencies(events):
     the later of its stage's previous op's end and its input's arrival), in seconds,
     sorted. The model starts an op at that instant: 0."""
     return sorted((e["ts"] - ready) * 1e-6 for e, ready in fidelity_calib.ready_ops(events))
+
+
+def op_costs(measured, simulated, overhead_of):
+    """{phase letter: [(start latency, run past the profile)]} in seconds: each compute op's
+    cost beyond its profile as the compute calibration measures it (fidelity_calib.py
+    compute): from the instant the model would start it (fidelity_calib.ready_ops) to its
+    start, and its measured duration less its profile, the simulated duration less the
+    op overhead the model added (overhead_of(pid), seconds). measured and simulated are
+    the two timelines' events; ops the simulation lacks are left out."""
+    sim = {(e["pid"], e["name"], e["args"]["iteration"]): e["dur"] for e in simulated
+           if e.get("ph") == "X" and e.get("cat") in fidelity_calib.OP_CATS}
+    out = {}
+    for e, ready in fidelity_calib.ready_ops(measured):
+        key = (e["pid"], e["name"], e["args"]["iteration"])
+        if key in sim:
+            phase = e["args"].get("phase") or fidelity_calib.model_stage_and_phase(e["name"], e["pid"])[1]
+            out.setdefault(phase, []).append(((e["ts"] - ready) * 1e-6,
+                                              (e["dur"] - sim[key]) * 1e-6 + overhead_of(e["pid"])))
+    return out
+
+
+def op_overheads(path):
+    """overhead_of(pid) for op_costs: the op overhead the model adds to an op of stage pid - 1,
+    from the pipeline the simulation read (pipeline-sim.json, op_overhead_s per stage). With
+    more model stages than a run has stages the model gave each the stages' mean, and an op
+    of merged model stages pays their mean once: then the mean. None without the file."""
+    if not os.path.exists(path):
+        return None
+    per = [st.get("op_overhead_s", 0.0) for st in load_json(path)["stages"]]
+    mean = sum(per) / len(per) if per else 0.0
+    return lambda pid, stages=None: per[pid - 1] if stages == len(per) and pid <= len(per) else mean
 
 
 def late_during(measured, simulated, windows, late_s):
@@ -647,6 +681,22 @@ def analyse(d, idx, label, args):
               f"input's arrival; the model's is 0): median {1e6 * lat[len(lat) // 2]:.0f} us, mean "
               f"{1e6 * sum(lat) / len(lat):.0f} us, 90th percentile {1e6 * lat[int(0.9 * (len(lat) - 1))]:.0f} us; "
               f"{1e3 * per:.2f} ms per stage and iteration")
+    overheads = op_overheads(os.path.join(os.path.dirname(os.path.abspath(d)), "pipeline-sim.json"))
+    costs = {}
+    if overheads:
+        n_stages = len({e["pid"] for e in mev if e.get("cat") in fidelity_calib.OP_CATS})
+        costs = op_costs(mev, sev, lambda pid: overheads(pid, n_stages))
+    if costs:
+        every = [c for v in costs.values() for c in v]
+        model = sum(overheads(pid, n_stages) for pid in range(1, n_stages + 1)) / max(1, n_stages)
+        past = sorted(p for _, p in every)
+        per_phase = ", ".join(f"{ph} {1e6 * statistics.mean(a + b for a, b in v):.0f} us ({len(v)})"
+                              for ph, v in sorted(costs.items()))
+        print(f"  the ops' cost beyond their profile, as the compute calibration measures it (start latency + "
+              f"run past the profile): {1e6 * statistics.mean(a + b for a, b in every):.0f} us per op (start "
+              f"{1e6 * statistics.mean(a for a, _ in every):.0f} + past the profile {1e6 * statistics.mean(past):.0f}, "
+              f"whose 90th percentile is {1e6 * past[int(0.9 * (len(past) - 1))]:.0f} us); by phase: {per_phase}; "
+              f"the model adds {1e6 * model:.0f} us per op (pipeline-sim.json's op_overhead_s)")
     print(f"  stalled ops (measured > {stall_r:g} x simulated and > +{args.op_stall_ms:g} ms): {len(op_stalls)}")
     for (stage, name, it), ms, md, sd, (dist, c) in sorted(op_stalls, key=lambda x: x[1])[: args.max_ops]:
         where = f"{1e3 * dist:.0f} ms from a change" if c else "no change"
@@ -761,6 +811,8 @@ def analyse(d, idx, label, args):
     res["op_ratio_median"] = ratios[len(ratios) // 2] if ratios else None
     res["op_ratio_p90"] = ratios[int(0.9 * (len(ratios) - 1))] if ratios else None
     res["stalls_at_change"] = sum(r[7] <= args.near_ms * 1e-3 for r in stalls)
+    res["op_cost_us"] = {ph: {"count": len(v), "start": 1e6 * statistics.mean(a for a, _ in v),
+                              "past_profile": 1e6 * statistics.mean(b for _, b in v)} for ph, v in costs.items()}
     res["late_changes"] = [{"due_s": due, "made_s": made} for due, made in driver_late]
     res["links_given_sends"] = [
         {"rate": level, "other_direction": o, "count": len(v), "median_ms": 1e3 * statistics.median(v),
