@@ -1050,7 +1050,8 @@ sleep_until() {
 # then played other rates than the scenario's. Its prediction is still fair (the
 # simulation reads the rates the driver applied, RECORDED), but the scenario is not.
 late_warning() {
-  python3 - "$root/tools/scripts" "$@" <<'EOF' >&2
+  # A diagnostic: where it cannot be made, the run goes on.
+  { python3 - "$root/tools/scripts" "$@" 2>/dev/null <<'EOF'; } >&2 ||
 import sys
 sys.path.insert(0, sys.argv[1])
 import fidelity_attribution as f
@@ -1061,6 +1062,7 @@ if late:
           f"0.1 s late (the worst due at {due:.3f} s, made at {made:.3f} s): the candidate ran on other rates "
           f"than the scenario's; its prediction uses the rates the driver applied (recorded-{sys.argv[4]}.csv)")
 EOF
+    echo "fidelity.sh: warning: candidate $3: could not compare the driver's changes with the trace" >&2
 }
 
 # per_channel RECORDED TC_CALLS ORIGIN RANKS: beside RECORDED (time_s,value: the driver's
