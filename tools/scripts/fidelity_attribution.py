@@ -360,6 +360,33 @@ def op_overheads(path):
     return lambda pid, stages=None: per[pid - 1] if stages == len(per) and pid <= len(per) else mean
 
 
+def links_line(links, left_out, idx):
+    """The summary line of links_given_sends' result: per rate, measured minus model
+    arrival (ms, median and mean) and the count, by the other direction's traffic."""
+    parts = []
+    for level in sorted({k[0] for k in links}, key=lambda x: (x is None, x)):
+        by_other = ", ".join(f"{o} {1e3 * statistics.median(v):+.3f} ({1e3 * statistics.mean(v):+.3f}) {len(v)}"
+                             for o in ("busy", "partly", "idle") for v in [links.get((level, o), [])] if v)
+        parts.append((f"at {level / 1e6:g} MB/s " if level else "") + by_other)
+    return (f"  the links given the measured sends (each channel's model, net-sim-{idx}.json, fed the sends' "
+            f"posts), measured arrival minus the model's, ms, median (mean) count, by the other direction: "
+            f"{'; '.join(parts)}; left out {left_out} whose receive was posted after the model's arrival")
+
+
+def op_cost_line(costs, model_s):
+    """The summary line of op_costs' result beside the overhead the model added (model_s,
+    seconds per op): the mean over every op and per phase, in us."""
+    every = [c for v in costs.values() for c in v]
+    past = sorted(p for _, p in every)
+    per_phase = ", ".join(f"{ph} {1e6 * statistics.mean(a + b for a, b in v):.0f} us ({len(v)})"
+                          for ph, v in sorted(costs.items()))
+    return (f"  the ops' cost beyond their profile, as the compute calibration measures it (start latency + "
+            f"run past the profile): {1e6 * statistics.mean(a + b for a, b in every):.0f} us per op (start "
+            f"{1e6 * statistics.mean(a for a, _ in every):.0f} + past the profile {1e6 * statistics.mean(past):.0f}, "
+            f"whose 90th percentile is {1e6 * past[int(0.9 * (len(past) - 1))]:.0f} us); by phase: {per_phase}; "
+            f"the model adds {1e6 * model_s:.0f} us per op (pipeline-sim.json's op_overhead_s)")
+
+
 def late_during(measured, simulated, windows, late_s):
     """(late, during, overlapping): of the ops in `measured` ({key: (start_s, dur_s)}),
     how many ran more than late_s longer than in `simulated`, how many of those overlap
@@ -656,14 +683,7 @@ def analyse(d, idx, label, args):
               f"(median, count; > 1: faster than the model)")
     links, links_left_out = links_given_sends(d, idx)
     if links:
-        parts = []
-        for level in sorted({k[0] for k in links}, key=lambda x: (x is None, x)):
-            by_other = ", ".join(f"{o} {1e3 * statistics.median(v):+.3f} ({1e3 * statistics.mean(v):+.3f}) {len(v)}"
-                                 for o in ("busy", "partly", "idle") for v in [links.get((level, o), [])] if v)
-            parts.append((f"at {level / 1e6:g} MB/s " if level else "") + by_other)
-        print(f"  the links given the measured sends (each channel's model, net-sim-{idx}.json, fed the sends' "
-              f"posts), measured arrival minus the model's, ms, median (mean) count, by the other direction: "
-              f"{'; '.join(parts)}; left out {links_left_out} whose receive was posted after the model's arrival")
+        print(links_line(links, links_left_out, idx))
     if any(in_stream.values()):
         med = {k: f"{1e3 * sorted(v)[len(v) // 2]:+.2f} ms ({len(v)})" if v else "- (0)" for k, v in in_stream.items()}
         print(f"  transfers 60 ms or more from a change, measured minus simulated duration (median, count): "
@@ -687,16 +707,8 @@ def analyse(d, idx, label, args):
         n_stages = len({e["pid"] for e in mev if e.get("cat") in fidelity_calib.OP_CATS})
         costs = op_costs(mev, sev, lambda pid: overheads(pid, n_stages))
     if costs:
-        every = [c for v in costs.values() for c in v]
         model = sum(overheads(pid, n_stages) for pid in range(1, n_stages + 1)) / max(1, n_stages)
-        past = sorted(p for _, p in every)
-        per_phase = ", ".join(f"{ph} {1e6 * statistics.mean(a + b for a, b in v):.0f} us ({len(v)})"
-                              for ph, v in sorted(costs.items()))
-        print(f"  the ops' cost beyond their profile, as the compute calibration measures it (start latency + "
-              f"run past the profile): {1e6 * statistics.mean(a + b for a, b in every):.0f} us per op (start "
-              f"{1e6 * statistics.mean(a for a, _ in every):.0f} + past the profile {1e6 * statistics.mean(past):.0f}, "
-              f"whose 90th percentile is {1e6 * past[int(0.9 * (len(past) - 1))]:.0f} us); by phase: {per_phase}; "
-              f"the model adds {1e6 * model:.0f} us per op (pipeline-sim.json's op_overhead_s)")
+        print(op_cost_line(costs, model))
     print(f"  stalled ops (measured > {stall_r:g} x simulated and > +{args.op_stall_ms:g} ms): {len(op_stalls)}")
     for (stage, name, it), ms, md, sd, (dist, c) in sorted(op_stalls, key=lambda x: x[1])[: args.max_ops]:
         where = f"{1e3 * dist:.0f} ms from a change" if c else "no change"
