@@ -147,6 +147,21 @@ class Trace:
         return total
 
 
+def net_channels(d, idx):
+    """The model's channels of candidate idx, from net-sim-I.json in d: ({(from, to):
+    (latency_s, Trace of the rate)}, burst_bytes); ({}, 0) without the file."""
+    path = os.path.join(d, f"net-sim-{idx}.json")
+    if not os.path.exists(path):
+        return {}, 0.0
+    net = load_json(path)
+    chans = {}
+    for ch in net["channels"]:
+        r = ch["rate"]
+        tr = Trace(read_rates(os.path.join(d, r["file"]))) if "file" in r else Trace([(0.0, r["constant"])])
+        chans[(ch["from"], ch["to"])] = (ch.get("latency_s", 0.0), tr)
+    return chans, net.get("burst_bytes", 0.0)
+
+
 def channel_arrivals(sends, latency, trace, bucket):
     """The model's arrival of each of a channel's messages, [(post_s, bytes)] in the order
     they leave: a FIFO with a latency, the rate trace and a token bucket of `bucket`
@@ -184,10 +199,10 @@ def links_given_sends(d, idx):
     between ("partly"). Left out: the warm-up's transfers (they still go through the
     channel), and those whose receive was posted after the model's arrival (their end is
     the receiver's). ({}, 0) without the files."""
-    raw_path, net_path = os.path.join(d, f"raw-{idx}.jsonl"), os.path.join(d, f"net-sim-{idx}.json")
-    if not (os.path.exists(raw_path) and os.path.exists(net_path)):
+    raw_path = os.path.join(d, f"raw-{idx}.jsonl")
+    chans, burst = net_channels(d, idx)
+    if not (os.path.exists(raw_path) and chans):
         return {}, 0
-    net = load_json(net_path)
     sends, recvs = {}, {}
     with open(raw_path) as f:
         for line in f:
@@ -197,15 +212,11 @@ def links_given_sends(d, idx):
             elif r.get("kind") == "recv":
                 recvs[(r["peer"], r["stage"], r["iteration"], r["tag"])] = r
     spans, rows = {}, []  # spans: {(from, to): [(post, end)]}
-    for ch in net["channels"]:
-        key = (ch["from"], ch["to"])
-        rate = ch["rate"]
-        trace = Trace(read_rates(os.path.join(d, rate["file"]))) if "file" in rate else Trace([(0.0, rate["constant"])])
+    for key, (latency, trace) in chans.items():
         nominal_path = os.path.join(d, f"recorded-{idx}-{key[0]}-{key[1]}.csv")
         nominal = Trace(read_rates(nominal_path)) if os.path.exists(nominal_path) else None
         msgs = sorted(sends.get(key, []), key=lambda r: (r["iteration"], r["start_s"]))
-        model = channel_arrivals([(r["start_s"], r["bytes"]) for r in msgs], ch.get("latency_s", 0.0), trace,
-                                 net.get("burst_bytes", 0.0))
+        model = channel_arrivals([(r["start_s"], r["bytes"]) for r in msgs], latency, trace, burst)
         for r, arrival in zip(msgs, model):
             got = recvs.get((key[0], key[1], r["iteration"], r["tag"]))
             if got is None:
@@ -525,13 +536,7 @@ def analyse(d, idx, label, args):
                    if os.path.exists(rec_path) and os.path.exists(unrolled_path) else [])
     ctimes = [c[0] for c in changes]
     # The model's channels at the recorded rates (calibrated), for durations at the measured time.
-    chans = {}
-    net_path = os.path.join(d, f"net-sim-{idx}.json")
-    if os.path.exists(net_path):
-        for ch in load_json(net_path)["channels"]:
-            r = ch["rate"]
-            tr = Trace(read_rates(os.path.join(d, r["file"]))) if "file" in r else Trace([(0.0, r["constant"])])
-            chans[f"{ch['from']}->{ch['to']}"] = (ch.get("latency_s", 0.0), tr)
+    chans = {f"{a}->{b}": model for (a, b), model in net_channels(d, idx)[0].items()}
 
     mb, sb = boundaries(run), boundaries(sim)
     end = mb[-1]
