@@ -1300,6 +1300,9 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--calib-latency line", "--calib-latency: auto, fit or tiny"},
            {"--calib-compute yes", "--calib-compute: on or off"},
            {"--stall-fence 0", "--stall-fence: a number of interquartile ranges > 0, or inf, got '0'"},
+           {"--op-spread some", "--op-spread: auto, or a number of draws from 0 to 1000, got 'some'"},
+           {"--op-spread 1001", "--op-spread: auto, or a number of draws from 0 to 1000, got '1001'"},
+           {"--calib-compute off --op-spread 4", "--op-spread 4: needs --calib-compute on"},
            {"--calib-compute-iterations 0", "--calib-compute-iterations: an integer from 1 to 1000, got '0'"},
            {"--stall-fence -1", "--stall-fence: a number of interquartile ranges > 0, or inf, got '-1'"},
            {"--compute-spin -5", "--compute-spin: microseconds, an integer from 0 to 100000"},
@@ -1380,6 +1383,8 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
            {"--burst-bytes 1 --refit --latency-quantile -1 /tmp", "--latency-quantile: must be >= 0"},
            {"--stall-fence 0 /tmp", "--stall-fence: a number of interquartile ranges > 0, or inf, got '0'"},
            {"--latency-situ x /tmp", "--latency-situ: on or off, got 'x'"},
+           {"--op-spread x /tmp", "--op-spread: a number of draws from 1 to 1000, got 'x'"},
+           {"--op-spread 2 --measured-compute /tmp", "--op-spread: not with --measured-compute"},
            {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
     expect_refused("fidelity_resim.py", args, piece);
   testutil::TempDir dir;
@@ -1421,6 +1426,17 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
   expect_refused("fidelity_resim.py",
                  fmt::format("--adagrouper '{}/adagrouper' --stall-fence 3 '{}'", BUILD_ROOT, moved.parent_path().string()),
                  "--stall-fence: no calib/run-compute.trace.json and compute.json in it or above it");
+  expect_refused("fidelity_resim.py",
+                 fmt::format("--adagrouper '{}/adagrouper' --op-spread 2 '{}'", BUILD_ROOT, moved.parent_path().string()),
+                 "--op-spread: no calib/run-compute.trace.json and compute.json in it or above it");
+  // With a compute calibration whose ops cost nothing beyond their profile (the run's own
+  // prediction), drawing each op's cost changes nothing.
+  const std::string spread = shell(fmt::format("COMPUTE_CALIBRATION=1 '{}/tests/fidelity/resim_fixture.sh' '{}' "
+                                               "'{}/adagrouper' '{}/spread' 1 --op-spread 3 2>&1",
+                                               SOURCE_ROOT, SOURCE_ROOT, BUILD_ROOT, dir.path().string()),
+                                   rc);
+  ASSERT_EQ(rc, 0) << spread;
+  EXPECT_THAT(spread, ContainsRegex("kfkb k=3 b=1 +0 +" + same)) << spread;
   std::ofstream(dir.path() / "c0" / "run" / "pipeline.json", std::ios::app) << "\n";
   expect_refused("fidelity_resim.py", resim, "has changed since the plan was made");
   // A run whose prediction read a calibrated pipeline (fidelity.sh --calib-compute on)
@@ -1445,6 +1461,55 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
               ContainsRegex(R"(kfkb k=3 b=1 +0 +0\.00 \( *[+-]0\.00\) +[1-9][0-9]*\.[0-9]+ \( *\+[0-9.]+\))"))
       << resim_calibrated;
 #endif
+}
+
+// The ops' spread (fidelity_spread.py): each op lasts its predicted duration plus a cost
+// drawn from the calibration's, less their mean. With costs of 0, 0.2 and 0.4 s a forward
+// of 1 s lasts 0.8, 1.0 or 1.2 s, 1.0 s on average over 2,000 of them, and a backward of
+// 2 s 1.8, 2.0 or 2.2 s; the same seed draws the same. The calibration's costs are its
+// ops' start latency plus their run past the profile, without the stalls the fence
+// leaves out; the averaged prediction's iteration times are the draws' means. Bad
+// arguments are one line and exit status 2.
+TEST(Testbed, OpSpreadDrawsEachOpsCostAroundTheMean) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_spread as s, json, math, os, random, tempfile\n"
+      "ops = [(0, 0, m, \"F\", 1.0) for m in range(2000)] + [(0, 1, 0, \"B\", 2.0)]\n"
+      "rows = s.drawn(ops, [0.0, 0.2, 0.4], random.Random(\"s\"))\n"
+      "f = [x[4] for x in rows[:-1]]\n"
+      "print(sorted({round(x, 9) for x in f}), abs(sum(f) / len(f) - 1.0) < 0.02, round(rows[-1][4], 9) in (1.8, 2.0, 2.2))\n"
+      "print(rows == s.drawn(ops, [0.0, 0.2, 0.4], random.Random(\"s\")), rows[0][:4], rows[-1][:4])\n"
+      + timeline_events_py() +
+      // Two stages of 1F1B at b = 1 (forward 4 ms, backward 8 ms): stage 0's F0 waits for
+      // nothing it can be timed by; F1 is ready at F0's end and costs 50 us more than its
+      // 4 ms, B0 ready at its input's arrival and 9 ms long (1 ms more); on stage 1 F0 is
+      // ready at its input and costs 20 us.
+      "ev = [op(1, \"F0\", 0, 4000, 0), op(1, \"F1\", 4000, 4050, 1), recv(1, \"B0 1->0\", 9000, 100, 0),\n"
+      "      op(1, \"B0\", 9100, 9000, 0), recv(2, \"F0 0->1\", 4000, 100, 0), op(2, \"F0\", 4100, 4020, 0)]\n"
+      "d = tempfile.mkdtemp()\n"
+      "json.dump({\"traceEvents\": ev}, open(os.path.join(d, \"t.json\"), \"w\"))\n"
+      "p = {\"global_batch_size\": 2, \"stages\": [{\"static_bytes\": 0, \"optimizer_s\": 0, \"profile\": "
+      "[{\"micro_batch_size\": 1, \"forward_s\": 0.004, \"backward_s\": 0.008, \"activation_bytes\": 1, "
+      "\"output_bytes\": 1}]}] * 2}\n"
+      "json.dump(p, open(os.path.join(d, \"p.json\"), \"w\"))\n"
+      "print([round(c * 1e6, 3) for c in sorted(s.calibration_costs(os.path.join(d, \"t.json\"), os.path.join(d, \"p.json\"), 1))])\n"
+      "r = s.averaged([{\"global_batch_size\": 4, \"iteration_times_s\": [1.0, 3.0]}, {\"global_batch_size\": 4, "
+      "\"iteration_times_s\": [2.0, 5.0]}])\n"
+      "print(r[\"iteration_times_s\"], r[\"total_time_s\"], r[\"mean_iteration_time_s\"], r[\"throughput_samples_per_s\"])",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out,
+            "[0.8, 1.0, 1.2] True True\nTrue (0, 0, 0, 'F') (0, 1, 0, 'B')\n[20.0, 50.0, 1000.0]\n"
+            "[1.5, 4.0] 5.5 2.75 1.4545454545454546\n");
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"", "usage: fidelity_spread.py costs"},
+           {"costs t.json p.json 1", "usage: fidelity_spread.py costs"},
+           {"costs t.json p.json 1 out.json --stall-fence 0", "--stall-fence: a number of interquartile ranges > 0"},
+           {"predict c.json t.json 0 1 out.json -- adagrouper simulate", "DRAWS: a number of draws from 1 to 1000, got '0'"},
+           {"predict c.json t.json 2 1 out.json adagrouper simulate", "usage: fidelity_spread.py costs"},
+           {"predict /nonexistent.json t.json 2 1 out.json -- adagrouper simulate",
+            "/nonexistent.json: costs_s: a non-empty list of seconds expected"}})
+    expect_refused("fidelity_spread.py", args, piece);
 }
 
 // The calibration's fit: on a link of 1 MB/s with 200 us of latency whose 20 kB bucket
@@ -2068,6 +2133,15 @@ TEST(Testbed, ReducedRunEndToEnd) {
   EXPECT_DOUBLE_EQ(sim_pipeline["stages"][0]["op_overhead_s"].get<double>(),
                    std::max(0.0, measured_ops["stages"][0]["op_overhead_s"].get<double>()));
   EXPECT_THAT(clirunner::slurp(tmp.path() / "preempted" / "plan.json"), HasSubstr("pipeline-sim.json"));
+  // Each candidate predicted as the mean of 16 draws of the ops' costs (--op-spread auto),
+  // its prediction with every op at the mean kept and compared beside it.
+  EXPECT_THAT(out, HasSubstr("== the ops' spread: ")) << out;
+  EXPECT_THAT(out, HasSubstr("the mean of 16 draws of the ops' costs")) << out;
+  EXPECT_THAT(out, HasSubstr("with every op at the mean (--op-spread 0): MAPE")) << out;
+  EXPECT_FALSE(json::parse(clirunner::slurp(tmp.path() / "calib" / "op-costs.json"))["costs_s"].empty());
+  EXPECT_EQ(json::parse(clirunner::slurp(tmp.path() / "preempted" / "op-spread.json"))["draws"], 16);
+  EXPECT_EQ(json::parse(clirunner::slurp(tmp.path() / "preempted" / "compare-point.json"))["comparisons"].size(),
+            cmp["comparisons"].size());
   // For each candidate the driver recorded the rate changes it applied, from time 0: as
   // a whole (recorded-I.csv) and per link, at the end of the tc call that changed it
   // (recorded-I-F-T.csv, what the simulation follows); and its tc calls and the links'

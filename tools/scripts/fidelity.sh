@@ -200,6 +200,19 @@
 #                      quartile counts as stalled by the host and is left out of the
 #                      stage's mean (default inf: every op counts, as the runs pay for
 #                      their stalls too; 3 is Tukey's far-out fence, a diagnostic)
+#   --op-spread N      auto (default), 0 or a number of draws (1 to 1000): each candidate
+#                      predicted as the mean of N predictions, each with every op's cost
+#                      beyond its profile drawn from the compute calibration's ops (less
+#                      their mean, so that the mean stays the op overhead; the stall
+#                      fence's ops left out), given to the simulator as a stage timing
+#                      trace (tools/scripts/fidelity_spread.py). On a shared host most
+#                      ops cost less than the mean and a few much more, and where an op
+#                      waits for the later of two others that spread lengthens the wait;
+#                      0: every op at the mean. auto: 16 with --calib-compute on, 0
+#                      without. The prediction at the mean is kept (sim-point-I.json,
+#                      compare-point.txt; op-spread.json holds N for
+#                      fidelity_resim.py); the timelines and the aligned predictions are
+#                      at the mean; docs/fidelity.md, "The ops' spread"
 #   --latency-situ L   auto (default), on or off: whether every channel's latency also
 #                      gets the latency in situ, what the messages an op waited for took
 #                      beyond the calibrated links along the compute calibration's
@@ -250,7 +263,8 @@
 #
 # Outputs in --out: calibration.json and calib/ (its runs), pipeline-sim.json and
 # calib/compute.json (--calib-compute on: the simulated pipeline and the ops' overhead
-# measured), trace-unrolled.csv, and per
+# measured), calib/op-costs.json (--op-spread: the costs the predictions draw from),
+# trace-unrolled.csv, and per
 # scenario plan.json, net-plan.json, run-I.json / sim-I.json (measured / predicted
 # summaries of candidate I), run-I.trace.json / sim-I.trace.json (timelines),
 # raw-I.jsonl (the replay's --raw lines: every op's and transfer's start and end),
@@ -266,7 +280,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=auto bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=10 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=auto
+shaper=tbf acks=free bucket=auto bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=10 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=auto op_spread=auto
 families="" rank_by=auto w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
@@ -342,7 +356,7 @@ run_random_scenarios() {
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" --acks "$acks" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --packet-cap "$packet_cap" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --tiny-quantile "$tiny_quantile" --calib-compute "$calib_compute" --queue "$queue_kind" \
-        --stall-fence "$stall_fence" --latency-situ "$latency_situ" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
+        --stall-fence "$stall_fence" --op-spread "$op_spread" --latency-situ "$latency_situ" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
         --tcp-idle-restart "$tcp_idle" --tcp-push "$tcp_push" --rank-by "$rank_by" --w-fill "$w_fill" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -427,6 +441,7 @@ while [ $# -gt 0 ]; do
     --tiny-quantile) tiny_quantile=${2:-}; shift 2 ;;
     --calib-compute) calib_compute=${2:-}; shift 2 ;;
     --stall-fence) stall_fence=${2:-}; shift 2 ;;
+    --op-spread) op_spread=${2:-}; shift 2 ;;
     --latency-situ) latency_situ=${2:-}; shift 2 ;;
     --calib-compute-iterations) calib_compute_it=${2:-}; shift 2 ;;
     --compute-spin) compute_spin=${2:-}; shift 2 ;;
@@ -490,6 +505,11 @@ case "$latency_situ" in auto | on | off) ;; *) die "--latency-situ: auto, on or 
   die "--calib-compute-iterations: an integer from 1 to 1000, got '$calib_compute_it'"
 [[ "$stall_fence" =~ ^(inf|[0-9]*\.?[0-9]+)$ ]] && ! [[ "$stall_fence" =~ ^0*\.?0*$ ]] ||
   die "--stall-fence: a number of interquartile ranges > 0, or inf, got '$stall_fence'"
+[ "$op_spread" != auto ] || { [ "$calib_compute" = on ] && op_spread=16 || op_spread=0; }
+[[ "$op_spread" =~ ^[0-9]+$ ]] && [ "$op_spread" -le 1000 ] ||
+  die "--op-spread: auto, or a number of draws from 0 to 1000, got '$op_spread'"
+[ "$op_spread" -eq 0 ] || [ "$calib_compute" = on ] ||
+  die "--op-spread $op_spread: needs --calib-compute on (the costs are the compute calibration's ops')"
 [[ "$compute_spin" =~ ^[0-9]+$ ]] && [ "$compute_spin" -le 100000 ] ||
   die "--compute-spin: microseconds, an integer from 0 to 100000, got '$compute_spin'"
 [[ "$mpi_poll" =~ ^[0-9]+$ ]] && [ "$mpi_poll" -ge 1 ] && [ "$mpi_poll" -le 100000 ] ||
@@ -954,6 +974,17 @@ if warning:
     print(f"fidelity.sh: warning: {warning}", file=sys.stderr)
 EOF
 fi
+if [ "$op_spread" -gt 0 ]; then
+  python3 "$root/tools/scripts/fidelity_spread.py" costs "$out/calib/run-compute.trace.json" "$pipeline" "$compute_b" \
+    "$out/calib/op-costs.json" --stall-fence "$stall_fence"
+  python3 - "$out/calib/op-costs.json" "$op_spread" <<'EOF'
+import json, statistics, sys
+c = sorted(json.load(open(sys.argv[1]))["costs_s"])
+q = lambda f: 1e6 * c[round(f * (len(c) - 1))]
+print(f"== the ops' spread: {len(c)} costs, mean {1e6 * statistics.mean(c):.1f} us, median {q(0.5):.1f}, "
+      f"90th percentile {q(0.9):.1f}, largest {q(1):.0f}; each candidate predicted as the mean of {sys.argv[2]} draws")
+EOF
+fi
 
 # The messages' latency in a pipeline (--latency-situ on): the compute calibration's
 # replay simulated on the calibrated links, and what the messages its ops waited for took
@@ -1192,6 +1223,8 @@ sys.exit(json.load(open(sys.argv[1]))["candidates"][int(sys.argv[2])].get("w_fil
 
   : >"$dir/pairs.txt"
   : >"$dir/pairs-aligned.txt"
+  rm -f "$dir/pairs-point.txt" "$dir/op-spread.json"
+  [ "$op_spread" -eq 0 ] || echo "{\"draws\": $op_spread}" >"$dir/op-spread.json"
   for i in $picks; do
     # The candidate as the plan evaluated it (simulate --plan), over the measured span;
     # one with dynamic W fill as the replay runs it: in the order of the plan's programs
@@ -1205,9 +1238,19 @@ print(" ".join(["--iterations", str(r["iterations"]), "--start-time", repr(r["st
                (["--recorded-order"] if dynamic and sys.argv[4] == "recorded" else [])))
 EOF
     # shellcheck disable=SC2046
-    "$adagrouper" simulate --plan "$dir/plan.json" --candidate "$i" --pipeline "$sim_pipeline" \
-      --network "$dir/net-sim-$i.json" $(cat "$dir/sim-$i.args") \
-      --output "$dir/sim-$i.json" --timeline "$dir/sim-$i.trace.json" >/dev/null
+    local simulate=("$adagrouper" simulate --plan "$dir/plan.json" --candidate "$i" --pipeline "$sim_pipeline"
+      --network "$dir/net-sim-$i.json")
+    # shellcheck disable=SC2046
+    "${simulate[@]}" $(cat "$dir/sim-$i.args") --output "$dir/sim-$i.json" --timeline "$dir/sim-$i.trace.json" >/dev/null
+    if [ "$op_spread" -gt 0 ]; then
+      # The prediction: the mean over draws of the ops' costs, each op drawn around its
+      # duration at the mean (the timeline just written).
+      mv "$dir/sim-$i.json" "$dir/sim-point-$i.json"
+      echo "sim-point-$i.json run-$i.json" >>"$dir/pairs-point.txt"
+      # shellcheck disable=SC2046
+      python3 "$root/tools/scripts/fidelity_spread.py" predict "$out/calib/op-costs.json" "$dir/sim-$i.trace.json" \
+        "$op_spread" "$i" "$dir/sim-$i.json" -- "${simulate[@]}" $(cat "$dir/sim-$i.args")
+    fi
     echo "sim-$i.json run-$i.json" >>"$dir/pairs.txt"
     # Aligned: each iteration simulated on its own from the moment the measured one
     # started, so that a measured iteration and its prediction see the same rates even
@@ -1249,9 +1292,13 @@ json.dump(r, open(out, "w"), indent=2)
 EOF
     echo "sim-aligned-$i.json run-$i.json" >>"$dir/pairs-aligned.txt"
   done
-  echo "   predicted: one simulation of the whole run from its start"
+  echo "   predicted: one simulation of the whole run from its start$([ "$op_spread" -eq 0 ] || echo ", the mean of $op_spread draws of the ops' costs")"
   "$adagrouper" compare --pairs "$dir/pairs.txt" --plan "$dir/plan.json" --output "$dir/compare.json" |
     tee "$dir/compare.txt" | sed 's/^/   /'
+  if [ "$op_spread" -gt 0 ]; then
+    echo "   with every op at the mean (--op-spread 0): $("$adagrouper" compare --pairs "$dir/pairs-point.txt" \
+      --plan "$dir/plan.json" --output "$dir/compare-point.json" | tee "$dir/compare-point.txt" | grep '^MAPE')"
+  fi
   if [ "$sc" = preempted ]; then
     echo "   predicted: each iteration simulated from the measured iteration's start (aligned)"
     "$adagrouper" compare --pairs "$dir/pairs-aligned.txt" --plan "$dir/plan.json" \

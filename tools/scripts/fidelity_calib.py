@@ -338,6 +338,21 @@ def stage_row(s, ops, fence):
             "stall_mean_s": sum(stalls) / len(stalls) * 1e-6 if stalls else 0.0}
 
 
+def stage_op_costs(timeline, pipe, b):
+    """Per stage of a 1F1B replay's timeline at micro-batch size b of pipeline pipe (as
+    read_pipeline reads it): each op's (start latency, duration excess) in us, from the
+    instant the model would start it (ready_ops) to its start, and its duration less its
+    profile's, in the order ready_ops gives them."""
+    per = {}
+    for e, ready in ready_ops(read_events(timeline)):
+        s = e["pid"] - 1
+        if not 0 <= s < len(pipe["stages"]) or e["name"][0] not in "FB":
+            fail(f"compute: {timeline}: op {e['name']} of stage {s}, not an F or B of the pipeline's stages")
+        nominal = profile_at(pipe["stages"][s], b)[e["name"][0] == "B"] * 1e6
+        per.setdefault(s, []).append((e["ts"] - ready, e["dur"] - nominal))
+    return per
+
+
 def compute(timeline, pipeline_path, b, out_path, fence=STALL_FENCE):
     """The compute calibration of a replay at micro-batch size b of pipeline_path's ops
     (its timeline): per stage, each op's cost beyond its profiled duration, from the
@@ -347,13 +362,7 @@ def compute(timeline, pipeline_path, b, out_path, fence=STALL_FENCE):
     than the replay had stages, the stages' mean to each; a negative mean, ops faster
     than their profile, as 0) and returns the measurement."""
     pipe = read_pipeline(pipeline_path)
-    per = {}
-    for e, ready in ready_ops(read_events(timeline)):
-        s = e["pid"] - 1
-        if not 0 <= s < len(pipe["stages"]) or e["name"][0] not in "FB":
-            fail(f"compute: {timeline}: op {e['name']} of stage {s}, not an F or B of the pipeline's stages")
-        nominal = profile_at(pipe["stages"][s], b)[e["name"][0] == "B"] * 1e6
-        per.setdefault(s, []).append((e["ts"] - ready, e["dur"] - nominal))
+    per = stage_op_costs(timeline, pipe, b)
     stages = sorted(per)
     missing = sorted(set(range(max(stages, default=-1) + 2)) - set(stages))
     if missing[0] < len(stages) or not stages:

@@ -3,7 +3,7 @@
 
     tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit [--tiny-quantile Q] [--latency-quantile Q]]]
                                     [--measured-compute] [--latency-situ on|off]
-                                    [--latency-scale S] [--stall-fence K] OUT [OUT ...]
+                                    [--latency-scale S] [--stall-fence K] [--op-spread N] OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
 writes it), each candidate is simulated again with the same plan, pipeline, network,
@@ -51,6 +51,14 @@ leaving out the ops beyond K interquartile ranges above their stage's third quar
 (fidelity_calib.py compute --stall-fence; inf keeps every op, as runs before the fence
 did); writes pipeline-resim.json into the run directory.
 
+--op-spread N: each candidate predicted as fidelity.sh --op-spread N predicts it: the
+mean of N predictions, each with every op of the changed prediction's timeline lasting
+its duration there plus a cost drawn from the costs beyond their profile of the run's
+compute calibration's ops, less their mean (tools/scripts/fidelity_spread.py; the
+run's own stall fence, or --stall-fence K's); 0: every op at the mean. Without it a
+run predicted with the ops' spread is re-simulated with the same number of draws
+(with --measured-compute, none); docs/fidelity.md, "The ops' spread".
+
 Prints, per run directory and candidate, the MAPE of the run's own prediction and of
 the changed one, each with its mean signed error per iteration in parentheses (+: the
 measurement was faster), and the bucket (bytes) of the changed one's channels; writes
@@ -65,11 +73,13 @@ import hashlib
 import json
 import os
 import re
+import math
 import subprocess
 import sys
 
 import fidelity_calib
 import fidelity_situ
+import fidelity_spread
 
 
 def fail(msg):
@@ -223,24 +233,58 @@ def compare(exe, d, pairs_name, out_name):
             for c in doc["comparisons"]]
 
 
-def recalibrate_compute(d, pipeline, fence):
-    """pipeline-resim.json in d: `pipeline` with each stage's op overhead calibrated again
-    from the run's compute calibration with stall fence `fence`."""
+def compute_calibration(d, option):
+    """(timeline, micro-batch size) of the compute calibration above run directory d
+    (calib/run-compute.trace.json and compute.json); `option` names the one that needs it."""
     for up in upward(d):
         timeline = os.path.join(up, "calib", "run-compute.trace.json")
         measured = os.path.join(up, "calib", "compute.json")
         if os.path.exists(timeline) and os.path.exists(measured):
             break
     else:
-        fail(f"{d}: --stall-fence: no calib/run-compute.trace.json and compute.json in it or above it "
+        fail(f"{d}: {option}: no calib/run-compute.trace.json and compute.json in it or above it "
              "(a run of fidelity.sh --calib-compute on)")
     try:
-        b = json.load(open(measured))["micro_batch_size"]
+        return timeline, json.load(open(measured))["micro_batch_size"]
     except (ValueError, KeyError, TypeError):
         fail(f"{measured}: micro_batch_size: the compute calibration's micro-batch size expected")
+
+
+def recalibrate_compute(d, pipeline, fence):
+    """pipeline-resim.json in d: `pipeline` with each stage's op overhead calibrated again
+    from the run's compute calibration with stall fence `fence`."""
+    timeline, b = compute_calibration(d, "--stall-fence")
     out = os.path.join(d, "pipeline-resim.json")
     fidelity_calib.compute(timeline, pipeline, b, out, fence)
     return out
+
+
+def spread_costs(d, pipeline, fence):
+    """The compute calibration's ops' costs beyond their profile (seconds) above run directory
+    d, less what stall fence `fence` leaves out (None: the run's own fence)."""
+    timeline, b = compute_calibration(d, "--op-spread")
+    if fence is None:
+        fence = json.load(open(os.path.join(os.path.dirname(timeline), "compute.json"))).get("stall_fence")
+    return fidelity_spread.calibration_costs(timeline, pipeline, b, math.inf if fence is None else fence)
+
+
+def own_draws(d):
+    """How many draws of the ops' costs the run's own predictions averaged (fidelity.sh
+    --op-spread writes op-spread.json; 0: none)."""
+    path = os.path.join(d, "op-spread.json")
+    try:
+        return json.load(open(path))["draws"] if os.path.exists(path) else 0
+    except (ValueError, KeyError, TypeError):
+        fail(f"{path}: draws: the number of draws of the run's predictions expected")
+
+
+def simulate_drawn(base, d, i, draws, costs, out):
+    """`out`: candidate i predicted by `base` (simulate without --output), averaged over
+    `draws` draws of the ops' costs (fidelity_spread.py), each op drawn around its
+    duration in that prediction's own timeline."""
+    timeline = os.path.join(d, f"sim-resim-{i}.trace.json")
+    call(base + ["--output", out, "--timeline", timeline])
+    fidelity_spread.predict(base, fidelity_spread.predicted_ops(timeline), costs, draws, i, out)
 
 
 def situ_change(exe, d, situ, refitted):
@@ -258,11 +302,12 @@ def situ_change(exe, d, situ, refitted):
 
 
 def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quantile=None, fence=None,
-          latency_quantile=None, situ=None):
+          latency_quantile=None, situ=None, spread=None):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
     if fence is not None:
         pipeline = recalibrate_compute(d, pipeline, fence)
+    costs = None
     refitted = refit(d, burst, tiny_quantile, latency_quantile) if with_refit else None
     latency_add = situ_change(exe, d, situ, refitted) if situ is not None else None
     with open(os.path.join(d, "pairs-resim.txt"), "w") as out:
@@ -277,9 +322,14 @@ def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quant
                 if not os.path.exists(stages):
                     fail(f"{d}: --measured-compute: no stages-{i}.csv (the replay's measured op durations)")
                 args += ["--stage-trace", stages]
-            call([exe, "simulate", "--plan", os.path.join(d, "plan.json"), "--candidate", i, "--pipeline", pipeline,
-                  "--network", resim_network(d, i, burst, refitted, latency_scale, latency_add), *args, "--output",
-                  os.path.join(d, f"sim-resim-{i}.json")])
+            base = [exe, "simulate", "--plan", os.path.join(d, "plan.json"), "--candidate", i, "--pipeline", pipeline,
+                    "--network", resim_network(d, i, burst, refitted, latency_scale, latency_add), *args]
+            draws = own_draws(d) if spread is None and not measured_compute else (spread or 0)
+            if draws:
+                costs = costs or spread_costs(d, pipeline_of(d), fence)
+                simulate_drawn(base, d, i, draws, costs, os.path.join(d, f"sim-resim-{i}.json"))
+            else:
+                call(base + ["--output", os.path.join(d, f"sim-resim-{i}.json")])
             out.write(f"sim-resim-{i}.json {run_name}\n")
     return compare(exe, d, "pairs.txt", "compare-resim-base.json"), compare(exe, d, "pairs-resim.txt",
                                                                              "compare-resim.json")
@@ -312,6 +362,8 @@ def main():
                     "model takes as the latency (default: the run's own, else the --tiny-quantile the rate is fitted with)")
     ap.add_argument("--stall-fence", help="the ops' overhead calibrated again with this stall fence "
                     "(interquartile ranges; inf: every op)")
+    ap.add_argument("--op-spread", help="each candidate predicted as the mean of N draws of its ops' costs from the "
+                    "compute calibration's (0: every op at the mean; default: as the run's own prediction)")
     ap.add_argument("out", nargs="+")
     ap.error = fail  # one line, exit 2
     a = ap.parse_args()
@@ -320,12 +372,16 @@ def main():
         a.latency_scale = fidelity_calib.number(a.latency_scale, "--latency-scale", fail, "a factor >= 0")
     if a.stall_fence is not None:
         a.stall_fence = fidelity_calib.stall_fence_arg(a.stall_fence, "--stall-fence", fail)
+    if a.op_spread is not None:
+        a.op_spread = 0 if a.op_spread == "0" else fidelity_spread.draws_arg(a.op_spread, "--op-spread", fail)
+        if a.op_spread and a.measured_compute:
+            fail("--op-spread: not with --measured-compute (each gives the ops' durations)")
     if a.latency_situ not in (None, "on", "off"):
         fail(f"--latency-situ: on or off, got '{a.latency_situ}'")
     if (a.burst_bytes is None and not a.measured_compute and a.latency_scale is None and a.stall_fence is None
-            and a.latency_situ is None):
-        fail("nothing to change: give --burst-bytes B|auto, --measured-compute, --latency-scale S, --stall-fence K "
-             "or --latency-situ on|off")
+            and a.latency_situ is None and a.op_spread is None):
+        fail("nothing to change: give --burst-bytes B|auto, --measured-compute, --latency-scale S, --stall-fence K, "
+             "--latency-situ on|off or --op-spread N")
     if a.refit and a.burst_bytes is None:
         fail("--refit: needs --burst-bytes (the bucket the fit assumes)")
     if a.tiny_quantile is not None:
@@ -342,7 +398,7 @@ def main():
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
         base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale, a.tiny_quantile,
-                              a.stall_fence, a.latency_quantile, a.latency_situ)
+                              a.stall_fence, a.latency_quantile, a.latency_situ, a.op_spread)
         shown = burst if a.burst_bytes is not None else own_bucket(d)
         rows += [(d, label, shown, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
     refit_txt = "refit" + "".join(f", {what} {q:g}" for what, q in (("tiny quantile", a.tiny_quantile),
@@ -352,7 +408,8 @@ def main():
                                        ("measured compute", a.measured_compute),
                                        (f"latency x {a.latency_scale or 0:g}", a.latency_scale is not None),
                                        (f"stall fence {a.stall_fence}", a.stall_fence is not None),
-                                       (f"latency in situ {a.latency_situ}", a.latency_situ is not None)) if on)
+                                       (f"latency in situ {a.latency_situ}", a.latency_situ is not None),
+                                       (f"ops' spread, {a.op_spread} draws", a.op_spread is not None)) if on)
     print(f"{'run directory':40} {'candidate':28} {'bucket B':>9} {'MAPE % (signed)':>16}  {what}")
     for d, label, burst, m0, e0, m1, e1 in rows:
         print(f"{d[-40:]:40} {label[:28]:28} {burst:9.6g} {m0:7.2f} ({e0:+6.2f}) {m1:13.2f} ({e1:+6.2f})")
