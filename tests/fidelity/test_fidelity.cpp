@@ -1691,7 +1691,8 @@ TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
   EXPECT_EQ(out,
             "[(2, 15.0, 0.002142857), (1, 40.0, 0.005714286)] 27.5 ''\n"
             "the host adds 400 us to every op of stage 1 (5.7% of its forward at b = 2; above 5% the ranks are short "
-            "of CPU): the model adds the mean, not its spread, so expect errors beyond the model's own\n"
+            "of CPU): the ops' cost then changes with the load, which a calibration taken before the candidates "
+            "does not follow, so expect errors beyond the model's own\n"
             "15.0 [[4000.0, 8000.0], [13000.0, 26000.0]]\n"
             "40.0 [[4000.0, 8000.0], [13000.0, 26000.0]]\n"
             "[27.5, 27.5, 27.5, 27.5]\n");

@@ -403,8 +403,8 @@ def host_warning(m):
         return ""
     return (f"the host adds {1e6 * worst['op_overhead_s']:.0f} us to every op of stage {worst['stage']} "
             f"({100 * worst['overhead_share']:.1f}% of its forward at b = {m['micro_batch_size']}; above "
-            f"{100 * HOST_BUSY_SHARE:g}% the ranks are short of CPU): the model adds the mean, not its spread, "
-            f"so expect errors beyond the model's own")
+            f"{100 * HOST_BUSY_SHARE:g}% the ranks are short of CPU): the ops' cost then changes with the load, "
+            f"which a calibration taken before the candidates does not follow, so expect errors beyond the model's own")
 
 
 def efficiency(cal, i, v):

@@ -71,9 +71,9 @@ import argparse
 import glob
 import hashlib
 import json
+import math
 import os
 import re
-import math
 import subprocess
 import sys
 
