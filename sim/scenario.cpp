@@ -66,19 +66,26 @@ std::vector<std::uint8_t> phases_run(const Scenario& sc) {
   return run;
 }
 
+// Why an entry naming (iteration, model stage, micro-batch) and a time in seconds
+// (`what`) cannot apply to this scenario, or empty.
+std::string entry_error(const Scenario& sc, int iteration, int stage, int micro_batch, const char* what, double v) {
+  const int S = sc.num_model_stages(), M = sc.micro_batches();
+  if (iteration < 0) return fmt::format("iteration {} is negative", iteration);
+  if (stage < 0 || stage >= S)
+    return fmt::format("stage {} does not exist (the pipeline has {} {}stages)", stage, S,
+                       S == sc.num_stages() ? "" : "model ");
+  if (micro_batch < 0 || micro_batch >= M) return fmt::format("micro_batch {} does not exist (M = {})", micro_batch, M);
+  if (!(v >= 0) || !std::isfinite(v)) return fmt::format("{} must be a finite number >= 0, got {}", what, v);
+  if (const std::string e = time_error(v); !e.empty()) return fmt::format("{}: {}", what, e);
+  return {};
+}
+
 // Why a timing cannot apply to this scenario, or empty.
 std::string timing_error(const Scenario& sc, const OpTiming& t, const std::vector<std::uint8_t>& run) {
-  const int S = sc.num_model_stages(), M = sc.micro_batches();
-  if (t.iteration < 0) return fmt::format("iteration {} is negative", t.iteration);
-  if (t.stage < 0 || t.stage >= S)
-    return fmt::format("stage {} does not exist (the pipeline has {} {}stages)", t.stage, S,
-                       S == sc.num_stages() ? "" : "model ");
-  if (t.micro_batch < 0 || t.micro_batch >= M)
-    return fmt::format("micro_batch {} does not exist (M = {})", t.micro_batch, M);
-  if (!(t.duration_s >= 0) || !std::isfinite(t.duration_s))
-    return fmt::format("duration_s must be a finite number >= 0, got {}", t.duration_s);
-  if (const std::string e = time_error(t.duration_s); !e.empty()) return "duration_s: " + e;
-  const std::uint8_t bits = run[static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch)];
+  if (std::string e = entry_error(sc, t.iteration, t.stage, t.micro_batch, "duration_s", t.duration_s); !e.empty())
+    return e;
+  const std::uint8_t bits = run[static_cast<std::size_t>(t.stage) * sc.micro_batches() +
+                                static_cast<std::size_t>(t.micro_batch)];
   if (!(bits & (1u << static_cast<int>(t.phase))))
     return fmt::format("{} of stage {} does not run in this schedule (its backward is {})",
                        op_name({t.phase, t.micro_batch}), t.stage,
@@ -86,23 +93,54 @@ std::string timing_error(const Scenario& sc, const OpTiming& t, const std::vecto
   return {};
 }
 
+// Why a message timing cannot apply to this scenario, or empty.
+std::string message_timing_error(const Scenario& sc, const MessageTiming& t) {
+  if (std::string e = entry_error(sc, t.iteration, t.stage, t.micro_batch, "latency_s", t.latency_s); !e.empty())
+    return e;
+  if (t.phase != Phase::Forward && t.phase != Phase::Backward)
+    return fmt::format("phase must be F (the activation message) or B (the gradient message), got {}",
+                       phase_letter(t.phase));
+  if (t.phase == Phase::Forward && t.stage == sc.num_model_stages() - 1)
+    return fmt::format("stage {} is the last and sends no activation message", t.stage);
+  if (t.phase == Phase::Backward && t.stage == 0) return "stage 0 is the first and sends no gradient message";
+  return {};
+}
+
+// Checks every entry with `error`, sorts them by (iteration, stage, micro-batch, phase)
+// and refuses one listed twice; `kind` names what an entry times ("B1", "the gradient
+// message of B1").
+template <class Entry, class Error, class Kind>
+void check_and_sort(std::vector<Entry>& entries, const std::string& source, Error error, Kind kind) {
+  auto where = [&](const Entry& t) { return t.line > 0 ? fmt::format("{}:{}", source, t.line) : source; };
+  for (const Entry& t : entries)
+    if (const std::string e = error(t); !e.empty()) throw InputError(fmt::format("{}: {}", where(t), e));
+  auto key = [](const Entry& t) { return std::tuple(t.iteration, t.stage, t.micro_batch, t.phase); };
+  std::stable_sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) { return key(a) < key(b); });
+  for (std::size_t i = 1; i < entries.size(); ++i)
+    if (key(entries[i]) == key(entries[i - 1]))
+      throw InputError(fmt::format("{}: {} of stage {} in iteration {} is listed twice (also on line {})",
+                                   where(entries[i]), kind(entries[i]), entries[i].stage, entries[i].iteration,
+                                   entries[i - 1].line));
+}
+
 }  // namespace
 
 void set_op_timings(Scenario& sc, std::vector<OpTiming> timings, const std::string& source) {
-  auto where = [&](const OpTiming& t) { return t.line > 0 ? fmt::format("{}:{}", source, t.line) : source; };
   const std::vector<std::uint8_t> run = phases_run(sc);
-  for (const OpTiming& t : timings)
-    if (const std::string e = timing_error(sc, t, run); !e.empty())
-      throw InputError(fmt::format("{}: {}", where(t), e));
-  auto key = [](const OpTiming& t) { return std::tuple(t.iteration, t.stage, t.micro_batch, t.phase); };
-  std::stable_sort(timings.begin(), timings.end(),
-                   [&](const OpTiming& a, const OpTiming& b) { return key(a) < key(b); });
-  for (std::size_t i = 1; i < timings.size(); ++i)
-    if (key(timings[i]) == key(timings[i - 1]))
-      throw InputError(fmt::format("{}: {} of stage {} in iteration {} is listed twice (also on line {})",
-                                   where(timings[i]), op_name({timings[i].phase, timings[i].micro_batch}),
-                                   timings[i].stage, timings[i].iteration, timings[i - 1].line));
+  check_and_sort(
+      timings, source, [&](const OpTiming& t) { return timing_error(sc, t, run); },
+      [](const OpTiming& t) { return op_name({t.phase, t.micro_batch}); });
   sc.op_timings = std::move(timings);
+}
+
+void set_message_timings(Scenario& sc, std::vector<MessageTiming> timings, const std::string& source) {
+  check_and_sort(
+      timings, source, [&](const MessageTiming& t) { return message_timing_error(sc, t); },
+      [](const MessageTiming& t) {
+        return fmt::format("the {} message of {}", t.phase == Phase::Forward ? "activation" : "gradient",
+                           op_name({t.phase, t.micro_batch}));
+      });
+  sc.message_timings = std::move(timings);
 }
 
 }  // namespace adagrouper::sim

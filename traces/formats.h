@@ -66,6 +66,13 @@ std::string to_json_text(const Trace& trace);  // to_json, one point per line
 std::vector<sim::OpTiming> parse_stage_trace(std::string_view text, const std::string& source);
 std::vector<sim::OpTiming> load_stage_trace(const std::filesystem::path& path);
 
+// Message timing traces: CSV iteration,stage,micro_batch,phase,latency_s (phase F: the
+// activation message the model stage's forward sends, B: the gradient message its
+// backward sends; the same file conventions). Range checks against a run happen in
+// sim::set_message_timings.
+std::vector<sim::MessageTiming> parse_message_trace(std::string_view text, const std::string& source);
+std::vector<sim::MessageTiming> load_message_trace(const std::filesystem::path& path);
+
 // One measured transfer, as the calibration harness records them: CSV
 // time_s,bytes,duration_s, or channel,time_s,bytes,duration_s with the channel as
 // "FROM->TO" when one file holds several channels.

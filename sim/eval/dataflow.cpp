@@ -44,6 +44,7 @@
 
 #include "../rate.h"
 #include "evaluator.h"
+#include "message_latencies.h"
 #include "op_durations.h"
 #include "totals.h"
 
@@ -463,7 +464,7 @@ class Dataflow {
       : sc_(sc), prog_(prog), p_ops_(prog.ops.data()), p_stages_(prog.stages.data()),
         p_classes_(prog.classes.data()), p_channels_(prog.channels.data()), p_producer_(prog.producer.data()),
         S_(static_cast<std::uint32_t>(sc.num_stages())), dynamic_w_(prog.dynamic_w),
-        record_order_(record_order), durations_(sc_, prog_) {
+        record_order_(record_order), durations_(sc_, prog_), latencies_(sc_, prog_) {
     stages_.resize(S_);
     for (std::uint32_t s = 0; s < S_; ++s) {
       StageRun& st = stages_[s];
@@ -582,6 +583,7 @@ class Dataflow {
     double t = sc_.start_time_s;
     for (int it = 0; it < sc_.iterations; ++it) {
       durations_.load(it);
+      latencies_.load(it);
       double end = 0;
       if (!run_iteration(t, end)) return std::nullopt;
       r.iteration_times_s.push_back(end - t);
@@ -871,7 +873,7 @@ class Dataflow {
   // Transfers channel c's next message, which may leave at `start`, and records its
   // arrival; false when the channel's rate stays 0 forever.
   [[gnu::always_inline]] bool transfer(ChannelRun& ch, const ProgramChannel& pc, double start) {
-    const double t_lat = start + pc.latency_s;
+    const double t_lat = start + latencies_.of(pc, ch.next);
     double end = t_lat;
     if (ch.uniform_rate) {
       end = ch.rate.finish(t_lat, ch.bytes);
@@ -917,6 +919,7 @@ class Dataflow {
   bool dynamic_w_;
   bool record_order_;
   OpDurations durations_;
+  MessageLatencies latencies_;
   double t0_ = 0;
   std::vector<StageRun> stages_;
   std::vector<ChannelRun> channels_;

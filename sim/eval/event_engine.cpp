@@ -10,6 +10,7 @@
 #include "../error.h"
 #include "evaluator.h"
 #include "event_list.h"
+#include "message_latencies.h"
 #include "op_durations.h"
 #include "token_bucket.h"
 #include "totals.h"
@@ -107,7 +108,7 @@ class Engine {
  public:
   Engine(const Scenario& sc, const Program& prog, const SimOptions& opt)
       : sc_(sc), prog_(prog), S_(sc.num_stages()), record_order_(opt.record_order),
-        durations_(sc_, prog_) {
+        durations_(sc_, prog_), latencies_(sc_, prog_) {
     if (static_cast<std::uint64_t>(S_) + prog_.channels.size() >= EventList::kMaxTargets)
       throw InputError(fmt::format("the pipeline has {} stages and {} channels; the engine supports fewer than {} in all",
                                    S_, prog_.channels.size(), EventList::kMaxTargets));
@@ -158,6 +159,7 @@ class Engine {
  private:
   double run_iteration(double t0) {
     durations_.load(iteration_);
+    latencies_.load(iteration_);
     for (auto& st : stages_) {
       st.next = st.begin;
       st.done = 0;
@@ -315,7 +317,7 @@ class Engine {
     if (cap > 0 && ch.next >= cap && ch.consumed < ch.next - cap + 1) return;  // receiver full
     ch.busy = true;
     ch.start = now;
-    const double t_lat = now + pc.latency_s;
+    const double t_lat = now + latencies_.of(pc, ch.next);
     double end = t_lat;  // a message of 0 bytes takes just the latency: finish(t, 0) is t
     if (pc.transfer == Transfer::Rate) {
       end = ch.rate.finish(t_lat, prog_.message_bytes(pc, ch.next));
@@ -342,7 +344,7 @@ class Engine {
       const Op op = message_op(pc, ch.next);
       const double ready = op_end_[prog_.stages[pc.sender].begin + prog_.producer[pc.first + ch.next]];
       timeline_.transfers.push_back({static_cast<std::int32_t>(pc.sender), static_cast<std::int32_t>(pc.receiver),
-                                     iteration_, op.micro_batch, ready, ch.start, ch.start + pc.latency_s, now,
+                                     iteration_, op.micro_batch, ready, ch.start, ch.start + latencies_.of(pc, ch.next), now,
                                      prog_.message_bytes(pc, ch.next), op.model_stage, op.phase != Phase::Forward});
     }
     count(stages_[pc.receiver], prog_.stages[pc.receiver], prog_.msg_term[pc.first + ch.next], 1);
@@ -486,6 +488,7 @@ class Engine {
   Timeline timeline_;      // recorded only when asked for
   std::vector<double> op_end_;  // with a timeline: when each op (Program::ops) last ended
   OpDurations durations_;  // the stage timing trace's durations, per iteration
+  MessageLatencies latencies_;  // the message timing trace's latencies, per iteration
 };
 
 }  // namespace

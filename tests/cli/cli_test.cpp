@@ -365,6 +365,28 @@ TEST_F(Cli, StageTraceReplaysMeasuredDurations) {
              {"bad.csv:1", "stage 9 does not exist"});
 }
 
+TEST_F(Cli, MessageTraceReplaysMeasuredLatencies) {
+  // On the free network, every message listed at 0.5 s is the 0.5 s network: 41 s (the
+  // SPEC's worked example), with either evaluator; a message the last stage would send
+  // forward does not exist.
+  std::string rows = "iteration,stage,micro_batch,phase,latency_s\n";
+  for (int s = 0; s < 4; ++s)
+    for (int m = 0; m < 8; ++m) {
+      if (s < 3) rows += fmt::format("0,{},{},F,0.5\n", s, m);
+      if (s > 0) rows += fmt::format("0,{},{},backward,0.5\n", s, m);
+    }
+  const fs::path mt = write("mt.csv", rows);
+  for (const char* evaluator : {"events", "dataflow"}) {
+    const Outcome r = run(kToy + "--network configs/examples/toy-net-free.json --schedule 1f1b -b 1 --json --evaluator " +
+                          evaluator + " --message-trace '" + mt.string() + "'");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["mean_iteration_time_s"].get<double>(), 41.0) << evaluator;
+  }
+  expect_bad(kToy + "--network configs/examples/toy-net-free.json --schedule 1f1b -b 1 --message-trace '" +
+                 write("bad.csv", "0,1,0,F,0.5\n0,3,2,F,0.5\n").string() + "'",
+             {"bad.csv:2", "stage 3 is the last and sends no activation message"});
+}
+
 TEST_F(Cli, PlanWithMeasuredTransferSamples) {
   // Every toy channel measured at 2 s per 0.5-byte message (0.25 B/s), on a network
   // file that says transfers are free: the plan must be the one for 2 s messages.

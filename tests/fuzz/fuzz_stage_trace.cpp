@@ -1,5 +1,6 @@
-// libFuzzer target for the stage timing trace (--stage-trace: iteration,stage,micro_batch,
-// phase,duration_s), read and then installed in a toy scenario as simulate does.
+// libFuzzer target for the stage and message timing traces (--stage-trace and
+// --message-trace: iteration,stage,micro_batch,phase,seconds), each read from the same
+// bytes and then installed in a toy scenario as simulate does.
 #include <cstddef>
 #include <cstdint>
 
@@ -33,6 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto timings = adagrouper::traces::parse_stage_trace(adagrouper::fuzz::text_of(data, size), "fuzz.csv");
     sim::Scenario sc = toy_scenario();
     sim::set_op_timings(sc, std::move(timings), "fuzz.csv");
+  });
+  adagrouper::fuzz::refused_cleanly([&] {
+    auto timings = adagrouper::traces::parse_message_trace(adagrouper::fuzz::text_of(data, size), "fuzz.csv");
+    sim::Scenario sc = toy_scenario();
+    sim::set_message_timings(sc, std::move(timings), "fuzz.csv");
   });
   return 0;
 }

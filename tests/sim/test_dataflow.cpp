@@ -74,16 +74,28 @@ sim::Scenario rough_case(std::uint64_t seed, std::string& desc) {
     sim::set_op_timings(sc, std::move(timings), "timings.csv");
     desc += " (stage timing trace)";
   }
+  if (rng.chance(0.3)) {
+    std::vector<sim::MessageTiming> timings;
+    for (int it = 0; it < iterations; ++it)
+      for (int s = 0; s < S; ++s)
+        for (int m = 0; m < M; ++m)
+          for (Phase ph : {Phase::Forward, Phase::Backward})
+            if ((ph == Phase::Forward ? s + 1 < S : s > 0) && rng.chance(0.3))
+              timings.push_back({it, s, m, ph, quarter(rng.uniform() * 0.2), 0});
+    sim::set_message_timings(sc, std::move(timings), "latencies.csv");
+    desc += " (message timing trace)";
+  }
   return sc;
 }
 
 TEST(Dataflow, SameNumbersAsTheEventEngine) {
-  int timed = 0, capacity = 0, whole = 0;
+  int timed = 0, latencies = 0, capacity = 0, whole = 0;
   for (std::uint64_t seed = 1; seed <= 400; ++seed) {
     std::string desc;
     const sim::Scenario sc = rough_case(seed, desc);
     SCOPED_TRACE(desc);
     timed += !sc.op_timings.empty();
+    latencies += !sc.message_timings.empty();
     whole += sc.model_stages[0].act == std::floor(sc.model_stages[0].act);
     for (int s = 0; s + 1 < sc.num_stages(); ++s) capacity += sc.network.channel(s, s + 1).capacity > 0;
     const auto events = sim::simulate(sc, {.evaluator = Evaluator::Events});
@@ -93,6 +105,7 @@ TEST(Dataflow, SameNumbersAsTheEventEngine) {
     if (testing::Test::HasFailure()) return;
   }
   EXPECT_GT(timed, 60);
+  EXPECT_GT(latencies, 60);
   EXPECT_GT(capacity, 200);
   EXPECT_GT(whole, 150);
 }

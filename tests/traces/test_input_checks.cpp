@@ -103,12 +103,36 @@ TEST(TraceInputChecks, StageTracesTakeABomAndSplitPhasesAndBlameThemselves) {
   EXPECT_EQ(t[2].stage, 3);
   EXPECT_EQ(t[2].line, 4);
   EXPECT_EQ(input_error([] { tr::parse_stage_trace("0,0,0,X,1\n", "st.csv"); }),
-            "st.csv:1: phase: must be F, B, I or W, got \"X\"");
+            "st.csv:1: phase: must be F, B, I, W, forward or backward, got \"X\"");
   EXPECT_EQ(input_error([] { tr::parse_stage_trace("0,0,0,F,1\n0,0,1,F,1e308\n", "st.csv"); }),
             "st.csv:2: duration_s: 1e+308 s is beyond the 4194304 s (2^22 s, 48.5 days) that the model resolves to "
             "1 ns");
   const auto samples = tr::parse_transfer_samples("\xEF\xBB\xBFtime_s,bytes,duration_s\n0,10,0.5\n", "s.csv");
   ASSERT_EQ(samples.size(), 1u);
+}
+
+TEST(TraceInputChecks, MessageTracesNameTheMessageBySenderAndDirection) {
+  const auto t = tr::parse_message_trace(
+      "\xEF\xBB\xBFiteration,stage,micro_batch,phase,latency_s\n# a comment\n0,1,2,F,0.5\n\n2,3,0,backward,1e-4\n",
+      "mt.csv");
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].phase, sim::Phase::Forward);
+  EXPECT_EQ(t[0].micro_batch, 2);
+  EXPECT_DOUBLE_EQ(t[0].latency_s, 0.5);
+  EXPECT_EQ(t[0].line, 3);
+  EXPECT_EQ(t[1].phase, sim::Phase::Backward);
+  EXPECT_EQ(t[1].iteration, 2);
+  EXPECT_EQ(t[1].line, 5);
+  EXPECT_EQ(input_error([] { tr::parse_message_trace("0,0,0,I,1\n", "mt.csv"); }),
+            "mt.csv:1: phase: must be F, B, forward or backward, got \"I\"");
+  EXPECT_EQ(input_error([] { tr::parse_message_trace("0,0,0,F,1\n0,0,1,F,-2\n", "mt.csv"); }),
+            "mt.csv:2: latency_s: must be >= 0, got -2");
+  EXPECT_EQ(input_error([] { tr::parse_message_trace("0,0,0,F\n", "mt.csv"); }),
+            "mt.csv:1: expected 5 columns (iteration,stage,micro_batch,phase,latency_s), got 4");
+  EXPECT_EQ(input_error([] { tr::parse_message_trace("0,x,0,F,1\n", "mt.csv"); }),
+            "mt.csv:1: stage: not a number: \"x\"");
+  EXPECT_EQ(input_error([] { tr::parse_message_trace("iteration,stage,micro_batch,phase,latency_s\n", "mt.csv"); }),
+            "mt.csv: no data rows (iteration,stage,micro_batch,phase,latency_s): the file is empty");
 }
 
 TEST(TraceInputChecks, ADirectoryIsNamedAsOne) {

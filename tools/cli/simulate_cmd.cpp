@@ -97,7 +97,7 @@ std::string simulate_help() {
       "                           [--virtual-stages v] [--split-backward]\n"
       "                           [--w-fill static|dynamic] [--max-pending-w P]\n"
       "                           --micro-batch-size b [--iterations n] [--start-time T]\n"
-      "                           [--stage-trace FILE] [--evaluator {}]\n"
+      "                           [--stage-trace FILE] [--message-trace FILE] [--evaluator {}]\n"
       "                           [--json] [--output FILE] [--timeline FILE [--timeline-limit BYTES]]\n"
       "                           [--export-schedule FILE]\n",
       join_names(evaluator_choices(), "|"));
@@ -130,6 +130,10 @@ void add_simulate_options(po::options_description& o) {
        "replay measured op durations: CSV iteration,stage,micro_batch,phase,duration_s (stage: the model "
        "stage; phase F, B, I or W); listed ops take the recorded duration (still stretched by the stage's "
        "speed), others the profile's")
+    ("message-trace", po::value<std::string>()->value_name("FILE"),
+       "replay measured message latencies: CSV iteration,stage,micro_batch,phase,latency_s (stage: the "
+       "model stage that sends it; phase F: its activation message, B: its gradient message); listed messages "
+       "wait latency_s before their bytes move instead of their channel's latency")
     ("export-schedule", po::value<std::string>()->value_name("FILE"),
        "write the order each stage ran (with dynamic W fill, where the W ops went) as PyTorch's "
        "compute-only schedule CSV, for PyTorch's _PipelineScheduleRuntime")
@@ -271,6 +275,10 @@ Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, 
     const std::string path = vm["stage-trace"].as<std::string>();
     set_op_timings(scenario, traces::load_stage_trace(path), path);
   }
+  if (vm.count("message-trace")) {
+    const std::string path = vm["message-trace"].as<std::string>();
+    set_message_timings(scenario, traces::load_message_trace(path), path);
+  }
   if (!schedule_source.empty()) check_custom_order(scenario, schedule_source);
   return scenario;
 }
@@ -356,7 +364,7 @@ struct Outputs {
 };
 
 void add_outputs(const po::variables_map& vm, Outputs& o) {
-  input_options(o.set, vm, {"pipeline", "network", "schedule-file", "stage-trace"});
+  input_options(o.set, vm, {"pipeline", "network", "schedule-file", "stage-trace", "message-trace"});
   o.summary = output_option(o.set, vm, "output");
   o.timeline = output_option(o.set, vm, "timeline");
   o.exported = output_option(o.set, vm, "export-schedule");

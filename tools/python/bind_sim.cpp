@@ -99,7 +99,8 @@ schedule_file's order. k: the group size of kfkb. micro_batch_size: b (required)
 iterations, start_time: run n iterations from absolute time T in the traces.
 virtual_stages, split_backward, w_fill ("static" or "dynamic"), max_pending_w: as the
 command line's options of the same names. schedule_file: a custom order (JSON or
-PyTorch CSV); stage_trace: measured op durations (CSV). evaluator: "auto", "events" or
+PyTorch CSV); stage_trace: measured op durations (CSV); message_trace: measured
+message latencies (CSV). evaluator: "auto", "events" or
 "dataflow" (the same numbers). timeline=True returns (summary, timeline), the timeline
 as the Chrome trace / Perfetto dict `--timeline` writes.
 
@@ -111,7 +112,7 @@ void bind_simulate(py::module_& m) {
       [](py::object pipeline, py::object network, py::object micro_batch_size, py::object schedule, py::object k,
          py::object iterations, py::object start_time, py::object virtual_stages, py::object split_backward,
          py::object w_fill, py::object max_pending_w, py::object schedule_file, py::object stage_trace,
-         py::object evaluator, py::object timeline) -> py::object {
+         py::object message_trace, py::object evaluator, py::object timeline) -> py::object {
         RunOptions o;
         const std::pair<const char*, py::object> args[] = {
             {"schedule", schedule},           {"k", k},
@@ -119,7 +120,8 @@ void bind_simulate(py::module_& m) {
             {"start_time", start_time},       {"virtual_stages", virtual_stages},
             {"split_backward", split_backward}, {"w_fill", w_fill},
             {"max_pending_w", max_pending_w}, {"schedule_file", schedule_file},
-            {"stage_trace", stage_trace},     {"evaluator", evaluator},
+            {"stage_trace", stage_trace},     {"message_trace", message_trace},
+            {"evaluator", evaluator},
             {"timeline", timeline}};
         for (const auto& [key, value] : args) set_run_option(o, key, value);
         const auto p = pipeline_arg(pipeline);
@@ -137,7 +139,7 @@ void bind_simulate(py::module_& m) {
       py::arg("schedule") = py::none(), py::arg("k") = py::none(), py::arg("iterations") = 1, py::arg("start_time") = 0.0,
       py::arg("virtual_stages") = py::none(), py::arg("split_backward") = false, py::arg("w_fill") = "static",
       py::arg("max_pending_w") = py::none(), py::arg("schedule_file") = py::none(),
-      py::arg("stage_trace") = py::none(), py::arg("evaluator") = "auto", py::arg("timeline") = false);
+      py::arg("stage_trace") = py::none(), py::arg("message_trace") = py::none(), py::arg("evaluator") = "auto", py::arg("timeline") = false);
 }
 
 constexpr const char* kScheduleDoc = R"(The stage orders of a named schedule, without simulating,

@@ -136,9 +136,9 @@ their summaries (as simulate() returns them) in the order of the list.
 
 Each configuration is a dict of simulate()'s arguments: pipeline, network (objects,
 dicts or paths), micro_batch_size, schedule, k, iterations, start_time, virtual_stages,
-split_backward, w_fill, max_pending_w, schedule_file, stage_trace, evaluator. Keyword
-arguments of sweep() other than jobs and return_exceptions are defaults for every
-configuration. Pipelines and networks given as paths or dicts are read once.
+split_backward, w_fill, max_pending_w, schedule_file, stage_trace, message_trace,
+evaluator. Keyword arguments of sweep() other than jobs and return_exceptions are
+defaults for every configuration. Pipelines and networks given as paths or dicts are read once.
 
 jobs: worker threads (0: every CPU this process may use). A configuration that fails
 raises its InputError / SimError (with an `index` attribute: its position), or, with

@@ -72,6 +72,8 @@ const std::map<std::string, Setter>& setters() {
       {"schedule_file",
        [](RunOptions& o, py::handle v, const std::string& k) { o.schedule_file = optional_path(v, k); }},
       {"stage_trace", [](RunOptions& o, py::handle v, const std::string& k) { o.stage_trace = optional_path(v, k); }},
+      {"message_trace",
+       [](RunOptions& o, py::handle v, const std::string& k) { o.message_trace = optional_path(v, k); }},
       {"evaluator", [](RunOptions& o, py::handle v, const std::string& k) { o.evaluator = string_value(v, k); }},
       {"timeline", [](RunOptions& o, py::handle v, const std::string& k) { o.timeline = bool_value(v, k); }},
   };
@@ -149,6 +151,8 @@ sim::Scenario build_scenario(const sim::Pipeline& pipeline, const sim::NetworkSp
   sim::Scenario scenario = sim::make_scenario(pipeline, std::move(bound), std::move(schedule), b, o.iterations);
   scenario.start_time_s = o.start_time_s;
   if (o.stage_trace) sim::set_op_timings(scenario, traces::load_stage_trace(*o.stage_trace), *o.stage_trace);
+  if (o.message_trace)
+    sim::set_message_timings(scenario, traces::load_message_trace(*o.message_trace), *o.message_trace);
   if (!(scenario.start_time_s >= 0) || !std::isfinite(scenario.start_time_s))
     throw InputError(fmt::format("--start-time: must be a finite time >= 0, got {}", scenario.start_time_s));
   if (o.schedule_file) check_custom_order(scenario, *o.schedule_file);

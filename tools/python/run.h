@@ -28,6 +28,7 @@ struct RunOptions {
   std::optional<int> max_pending_w;
   std::optional<std::string> schedule_file;
   std::optional<std::string> stage_trace;
+  std::optional<std::string> message_trace;
   std::string evaluator = "auto";
   bool timeline = false;
 };

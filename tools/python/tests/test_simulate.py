@@ -48,6 +48,35 @@ class SimulateLikeTheCli(unittest.TestCase):
         self.assertEqual(s, cli_json("simulate", "--pipeline", TOY, "--network", TOY_NET_HALF, "--schedule-file",
                                      order, "--micro-batch-size", 1, "--json"))
 
+    def test_stage_and_message_traces(self):
+        # On the free network, every message at 0.5 s is the 0.5 s network (41 s), and one
+        # op measured 3 s longer on the critical path adds its 3 s.
+        with tempfile.TemporaryDirectory() as tmp:
+            messages = os.path.join(tmp, "m.csv")
+            with open(messages, "w", encoding="utf-8") as f:
+                f.write("iteration,stage,micro_batch,phase,latency_s\n")
+                for st in range(4):
+                    for m in range(8):
+                        if st < 3:
+                            f.write(f"0,{st},{m},F,0.5\n")
+                        if st > 0:
+                            f.write(f"0,{st},{m},B,0.5\n")
+            stages = os.path.join(tmp, "s.csv")
+            with open(stages, "w", encoding="utf-8") as f:
+                f.write("iteration,stage,micro_batch,phase,duration_s\n0,1,3,B,5.0\n")
+            free = config("examples", "toy-net-free.json")
+            s = ag.simulate(TOY, free, micro_batch_size=1, message_trace=messages)
+            self.assertEqual(s["mean_iteration_time_s"], 41.0)
+            self.assertEqual(s, cli_json("simulate", "--pipeline", TOY, "--network", free, "--micro-batch-size", 1,
+                                         "--schedule", "1f1b", "--message-trace", messages, "--json"))
+            s = ag.simulate(TOY, free, micro_batch_size=1, stage_trace=stages)
+            self.assertEqual(s["mean_iteration_time_s"], 36.0)
+            bad = os.path.join(tmp, "bad.csv")
+            with open(bad, "w", encoding="utf-8") as f:
+                f.write("0,1,3,I,1.0\n")
+            with self.assertRaisesRegex(ag.InputError, "bad.csv:1: phase: must be F, B, forward or backward"):
+                ag.simulate(TOY, free, micro_batch_size=1, message_trace=bad)
+
     def test_timeline_is_the_cli_timeline(self):
         s, timeline = ag.simulate(TOY, TOY_NET_2S, schedule="kfkb", k=2, micro_batch_size=1, timeline=True)
         self.assertEqual(s["mean_iteration_time_s"], 49.0)
