@@ -1303,6 +1303,9 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--op-spread some", "--op-spread: auto, or a number of draws from 0 to 1000, got 'some'"},
            {"--op-spread 1001", "--op-spread: auto, or a number of draws from 0 to 1000, got '1001'"},
            {"--calib-compute off --op-spread 4", "--op-spread 4: needs --calib-compute on"},
+           {"--message-spread some", "--message-spread: on or off, got 'some'"},
+           {"--op-spread 0 --message-spread on", "--message-spread on: needs the ops' spread"},
+           {"--latency-situ off --message-spread on", "--message-spread on: needs the ops' spread (--op-spread N > 0) and --latency-situ on"},
            {"--calib-compute-iterations 0", "--calib-compute-iterations: an integer from 1 to 1000, got '0'"},
            {"--stall-fence -1", "--stall-fence: a number of interquartile ranges > 0, or inf, got '-1'"},
            {"--compute-spin -5", "--compute-spin: microseconds, an integer from 0 to 100000"},
@@ -1385,6 +1388,8 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
            {"--latency-situ x /tmp", "--latency-situ: on or off, got 'x'"},
            {"--op-spread x /tmp", "--op-spread: a number of draws from 1 to 1000, got 'x'"},
            {"--op-spread 2 --measured-compute /tmp", "--op-spread: not with --measured-compute"},
+           {"--message-spread yes /tmp", "--message-spread: on or off, got 'yes'"},
+           {"--message-spread on --op-spread 0 /tmp", "--message-spread on: needs the ops' spread"},
            {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
     expect_refused("fidelity_resim.py", args, piece);
   testutil::TempDir dir;
@@ -1509,6 +1514,57 @@ TEST(Testbed, OpSpreadDrawsEachOpsCostAroundTheMean) {
            {"predict c.json t.json 2 1 out.json adagrouper simulate", "usage: fidelity_spread.py costs"},
            {"predict /nonexistent.json t.json 2 1 out.json -- adagrouper simulate",
             "/nonexistent.json: costs_s: a non-empty list of seconds expected"}})
+    expect_refused("fidelity_spread.py", args, piece);
+}
+
+// The messages' spread: each message of a prediction's timeline (named by its sender's
+// model stage, micro-batch and direction) gets its channel's latency plus a lag drawn
+// from the calibration's less their mean, at least 0; the draws are seeded. Through
+// adagrouper: on the worked example's free network (latency 0), lags of 0 and 1 s
+// give every message 0 or 0.5 s, between the 33 s of none and the 41 s of all; without
+// them the prediction is the point one. Bad arguments are one line and exit status 2.
+TEST(Testbed, MessageSpreadDrawsEachMessagesLatencyAroundItsChannels) {
+  int rc = 0;
+  const std::string out = python_in_scripts(fmt::format(
+      "import fidelity_spread as s, json, os, random, subprocess, tempfile\n"
+      "msgs = [(0, 0, m, \"F\", 0, 1) for m in range(2000)] + [(1, 3, 0, \"B\", 1, 0)]\n"
+      "lat = ({{(0, 1): 1e-3}}, 5e-4)\n"
+      "rows = s.drawn_latencies(msgs, lat, [0.0, 2e-4, 4e-4], random.Random(\"m\"))\n"
+      "f = [x[4] for x in rows[:-1]]\n"
+      "print(sorted({{round(x * 1e6, 6) for x in f}}), abs(sum(f) / len(f) - 1e-3) < 2e-5, round(rows[-1][4] * 1e6, 6) in (300.0, 500.0, 700.0))\n"
+      "print(rows == s.drawn_latencies(msgs, lat, [0.0, 2e-4, 4e-4], random.Random(\"m\")), rows[-1][:4])\n"
+      "print(sorted({{x[4] for x in s.drawn_latencies(msgs[:50], lat, [0.0, 3e-3], random.Random(\"m\"))}}))\n"
+      "d = tempfile.mkdtemp()\n"
+      "json.dump({{\"latency_s\": 5e-4, \"channels\": [{{\"from\": 0, \"to\": 1, \"latency_s\": 1e-3}}, {{\"from\": 1, \"to\": 0}}]}}, open(d + \"/n.json\", \"w\"))\n"
+      "print(s.channel_latencies(d + \"/n.json\"))\n"
+      "ev = [{{\"ph\": \"X\", \"cat\": \"transfer\", \"name\": n, \"flow_out\": True, \"pid\": 1, \"ts\": 0, \"dur\": 1, \"args\": {{\"iteration\": 2}}}}\n"
+      "      for n in (\"F5 0->1\", \"3B2 1->0\")] + [{{\"ph\": \"X\", \"cat\": \"transfer\", \"name\": \"F5 0->1\", \"flow_in\": True, \"pid\": 2, \"ts\": 0, \"dur\": 1, \"args\": {{\"iteration\": 2}}}}]\n"
+      "json.dump({{\"traceEvents\": ev}}, open(d + \"/t.json\", \"w\"))\n"
+      "print(s.predicted_messages(d + \"/t.json\"))\n"
+      "sim = [\"{0}/adagrouper\", \"simulate\", \"--pipeline\", \"{1}/configs/examples/toy-4.json\", \"--network\",\n"
+      "       \"{1}/configs/examples/toy-net-free.json\", \"--schedule\", \"1f1b\", \"-b\", \"1\", \"-n\", \"2\"]\n"
+      "subprocess.run(sim + [\"--output\", d + \"/p.json\", \"--timeline\", d + \"/p.trace.json\"], check=True, stdout=subprocess.DEVNULL)\n"
+      "json.dump({{\"situ_latency_s\": 0.5, \"lags_s\": [0.0, 1.0]}}, open(d + \"/situ.json\", \"w\"))\n"
+      "json.dump({{\"costs_s\": [0.0]}}, open(d + \"/c.json\", \"w\"))\n"
+      "tl = d + \"/p.trace.json\"\n"
+      "msg = (s.predicted_messages(tl), s.channel_latencies(s.network_of(sim)), s.read_lags(d + \"/situ.json\"))\n"
+      "print(len(msg[0]))\n"
+      "times = []\n"
+      "for name, m in ((\"p1\", msg), (\"p2\", msg), (\"p3\", None)):\n"
+      "    s.predict(sim, s.predicted_ops(tl), [0.0], 4, 7, d + \"/\" + name + \".json\", m)\n"
+      "    times.append(json.load(open(d + \"/\" + name + \".json\"))[\"iteration_times_s\"])\n"
+      "print(times[0] == times[1], all(33 < t < 41 for t in times[0]), times[0][0] != times[0][1], times[2])\n"
+      "r = subprocess.run([\"./fidelity_spread.py\", \"predict\", d + \"/c.json\", tl, \"2\", \"7\", d + \"/e.json\", \"--messages\", d + \"/situ.json\", \"--\"] + sim, capture_output=True, text=True)\n"
+      "print(r.returncode, r.stderr.strip(), len(json.load(open(d + \"/e.json\"))[\"iteration_times_s\"]))",
+      BUILD_ROOT, SOURCE_ROOT), rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out,
+            "[800.0, 1000.0, 1200.0] True True\nTrue (1, 3, 0, 'B')\n[0.0, 0.0025]\n"
+            "({(0, 1): 0.001, (1, 0): 0.0005}, 0.0005)\n[(2, 0, 5, 'F', 0, 1), (2, 3, 2, 'B', 1, 0)]\n96\n"
+            "True True True [33.0, 33.0]\n0  2\n");
+  for (const auto& [args, piece] : std::vector<std::pair<std::string, std::string>>{
+           {"predict c.json t.json 2 1 out.json --lags x.json -- adagrouper simulate", "usage: fidelity_spread.py costs"},
+           {"predict c.json t.json 2 1 out.json --messages -- adagrouper simulate", "usage: fidelity_spread.py costs"}})
     expect_refused("fidelity_spread.py", args, piece);
 }
 

@@ -213,6 +213,13 @@
 #                      compare-point.txt; op-spread.json holds N for
 #                      fidelity_resim.py); the timelines and the aligned predictions are
 #                      at the mean; docs/fidelity.md, "The ops' spread"
+#   --message-spread M on or off (default off): with the ops' spread and the latency in
+#                      situ, each draw also gives every message a latency of its own,
+#                      its channel's plus a lag drawn from the compute calibration's
+#                      transfers on its critical paths less their mean (calib/situ.json's
+#                      lags_s; simulate --message-trace). None where the latency in situ
+#                      was not measured; message-spread.json marks the runs predicted
+#                      with it; docs/fidelity.md, "The messages' spread"
 #   --latency-situ L   auto (default), on or off: whether every channel's latency also
 #                      gets the latency in situ, what the messages an op waited for took
 #                      beyond the calibrated links along the compute calibration's
@@ -264,6 +271,8 @@
 # Outputs in --out: calibration.json and calib/ (its runs), pipeline-sim.json and
 # calib/compute.json (--calib-compute on: the simulated pipeline and the ops' overhead
 # measured), calib/op-costs.json (--op-spread: the costs the predictions draw from),
+# calib/situ.json (--latency-situ on: the latency in situ and the lags --message-spread
+# draws from),
 # trace-unrolled.csv, and per
 # scenario plan.json, net-plan.json, run-I.json / sim-I.json (measured / predicted
 # summaries of candidate I), run-I.trace.json / sim-I.trace.json (timelines),
@@ -280,7 +289,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=auto bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=10 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=auto op_spread=auto
+shaper=tbf acks=free bucket=auto bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=10 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=auto op_spread=auto message_spread=off
 families="" rank_by=auto w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
@@ -356,7 +365,7 @@ run_random_scenarios() {
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" --acks "$acks" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --packet-cap "$packet_cap" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --tiny-quantile "$tiny_quantile" --calib-compute "$calib_compute" --queue "$queue_kind" \
-        --stall-fence "$stall_fence" --op-spread "$op_spread" --latency-situ "$latency_situ" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
+        --stall-fence "$stall_fence" --op-spread "$op_spread" --message-spread "$message_spread" --latency-situ "$latency_situ" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
         --tcp-idle-restart "$tcp_idle" --tcp-push "$tcp_push" --rank-by "$rank_by" --w-fill "$w_fill" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -442,6 +451,7 @@ while [ $# -gt 0 ]; do
     --calib-compute) calib_compute=${2:-}; shift 2 ;;
     --stall-fence) stall_fence=${2:-}; shift 2 ;;
     --op-spread) op_spread=${2:-}; shift 2 ;;
+    --message-spread) message_spread=${2:-}; shift 2 ;;
     --latency-situ) latency_situ=${2:-}; shift 2 ;;
     --calib-compute-iterations) calib_compute_it=${2:-}; shift 2 ;;
     --compute-spin) compute_spin=${2:-}; shift 2 ;;
@@ -510,6 +520,9 @@ case "$latency_situ" in auto | on | off) ;; *) die "--latency-situ: auto, on or 
   die "--op-spread: auto, or a number of draws from 0 to 1000, got '$op_spread'"
 [ "$op_spread" -eq 0 ] || [ "$calib_compute" = on ] ||
   die "--op-spread $op_spread: needs --calib-compute on (the costs are the compute calibration's ops')"
+case "$message_spread" in on | off) ;; *) die "--message-spread: on or off, got '$message_spread'" ;; esac
+[ "$message_spread" = off ] || { [ "$op_spread" -gt 0 ] && [ "$latency_situ" = on ]; } ||
+  die "--message-spread on: needs the ops' spread (--op-spread N > 0) and --latency-situ on (the lags it draws from)"
 [[ "$compute_spin" =~ ^[0-9]+$ ]] && [ "$compute_spin" -le 100000 ] ||
   die "--compute-spin: microseconds, an integer from 0 to 100000, got '$compute_spin'"
 [[ "$mpi_poll" =~ ^[0-9]+$ ]] && [ "$mpi_poll" -ge 1 ] && [ "$mpi_poll" -le 100000 ] ||
@@ -1002,6 +1015,23 @@ else:
           f"on the critical paths of the compute calibration's {m['iterations']} iterations")
 EOF
 fi
+# The messages' spread (--message-spread on): the predictions draw each message's latency
+# around its channel's from the lags of those transfers (calib/situ.json's lags_s).
+message_lags=()
+if [ "$message_spread" = on ]; then
+  if python3 - "$out/calib/situ.json" <<'EOF'; then
+import json, statistics, sys
+lags = sorted(json.load(open(sys.argv[1])).get("lags_s") or [])
+if not lags:
+    print("== the messages' spread: none, the latency in situ was not measured")
+    sys.exit(1)
+q = lambda f: 1e6 * lags[round(f * (len(lags) - 1))]
+print(f"== the messages' spread: {len(lags)} lags, mean {1e6 * statistics.mean(lags):+.1f} us, "
+      f"median {q(0.5):+.1f}, 10th and 90th percentiles {q(0.1):+.1f} and {q(0.9):+.1f}, largest {q(1):+.0f}")
+EOF
+    message_lags=(--messages "$out/calib/situ.json")
+  fi
+fi
 
 # network FILE KIND [RATES_CSV [per-channel]]: a network file with the calibrated
 # channels. KIND constant: each channel's effective rate at the constant shaped rate;
@@ -1223,8 +1253,9 @@ sys.exit(json.load(open(sys.argv[1]))["candidates"][int(sys.argv[2])].get("w_fil
 
   : >"$dir/pairs.txt"
   : >"$dir/pairs-aligned.txt"
-  rm -f "$dir/pairs-point.txt" "$dir/op-spread.json"
+  rm -f "$dir/pairs-point.txt" "$dir/op-spread.json" "$dir/message-spread.json"
   [ "$op_spread" -eq 0 ] || echo "{\"draws\": $op_spread}" >"$dir/op-spread.json"
+  [ "${#message_lags[@]}" -eq 0 ] || echo "{\"lags\": \"$out/calib/situ.json\"}" >"$dir/message-spread.json"
   for i in $picks; do
     # The candidate as the plan evaluated it (simulate --plan), over the measured span;
     # one with dynamic W fill as the replay runs it: in the order of the plan's programs
@@ -1249,7 +1280,7 @@ EOF
       echo "sim-point-$i.json run-$i.json" >>"$dir/pairs-point.txt"
       # shellcheck disable=SC2046
       python3 "$root/tools/scripts/fidelity_spread.py" predict "$out/calib/op-costs.json" "$dir/sim-$i.trace.json" \
-        "$op_spread" "$i" "$dir/sim-$i.json" -- "${simulate[@]}" $(cat "$dir/sim-$i.args")
+        "$op_spread" "$i" "$dir/sim-$i.json" "${message_lags[@]}" -- "${simulate[@]}" $(cat "$dir/sim-$i.args")
     fi
     echo "sim-$i.json run-$i.json" >>"$dir/pairs.txt"
     # Aligned: each iteration simulated on its own from the moment the measured one
@@ -1292,11 +1323,11 @@ json.dump(r, open(out, "w"), indent=2)
 EOF
     echo "sim-aligned-$i.json run-$i.json" >>"$dir/pairs-aligned.txt"
   done
-  echo "   predicted: one simulation of the whole run from its start$([ "$op_spread" -eq 0 ] || echo ", the mean of $op_spread draws of the ops' costs")"
+  echo "   predicted: one simulation of the whole run from its start$([ "$op_spread" -eq 0 ] || echo ", the mean of $op_spread draws of the ops' costs")$([ "${#message_lags[@]}" -eq 0 ] || echo " and the messages' latencies")"
   "$adagrouper" compare --pairs "$dir/pairs.txt" --plan "$dir/plan.json" --output "$dir/compare.json" |
     tee "$dir/compare.txt" | sed 's/^/   /'
   if [ "$op_spread" -gt 0 ]; then
-    echo "   with every op at the mean (--op-spread 0): $("$adagrouper" compare --pairs "$dir/pairs-point.txt" \
+    echo "   with every op$([ "${#message_lags[@]}" -eq 0 ] || echo " and message") at the mean (--op-spread 0): $("$adagrouper" compare --pairs "$dir/pairs-point.txt" \
       --plan "$dir/plan.json" --output "$dir/compare-point.json" | tee "$dir/compare-point.txt" | grep '^MAPE')"
   fi
   if [ "$sc" = preempted ]; then

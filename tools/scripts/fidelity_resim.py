@@ -3,7 +3,8 @@
 
     tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit [--tiny-quantile Q] [--latency-quantile Q]]]
                                     [--measured-compute] [--latency-situ on|off]
-                                    [--latency-scale S] [--stall-fence K] [--op-spread N] OUT [OUT ...]
+                                    [--latency-scale S] [--stall-fence K] [--op-spread N]
+                                    [--message-spread on|off] OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
 writes it), each candidate is simulated again with the same plan, pipeline, network,
@@ -58,6 +59,12 @@ compute calibration's ops, less their mean (tools/scripts/fidelity_spread.py; th
 run's own stall fence, or --stall-fence K's); 0: every op at the mean. Without it a
 run predicted with the ops' spread is re-simulated with the same number of draws
 (with --measured-compute, none); docs/fidelity.md, "The ops' spread".
+
+--message-spread on|off: with the ops' spread, each draw also gives every message a
+latency drawn around its channel's from the lags of the run's compute calibration's
+transfers (fidelity_situ.py's lags_s; fidelity_spread.py predict --messages), or none
+(off). Without it a run is re-simulated as its own prediction was made
+(message-spread.json); docs/fidelity.md, "The messages' spread".
 
 Prints, per run directory and candidate, the MAPE of the run's own prediction and of
 the changed one, each with its mean signed error per iteration in parentheses (+: the
@@ -278,13 +285,40 @@ def own_draws(d):
         fail(f"{path}: draws: the number of draws of the run's predictions expected")
 
 
-def simulate_drawn(base, d, i, draws, costs, out):
+def own_message_spread(d):
+    """Whether the run's own predictions drew the messages' latencies (fidelity.sh
+    --message-spread writes message-spread.json)."""
+    return os.path.exists(os.path.join(d, "message-spread.json"))
+
+
+def message_lags(exe, d):
+    """The lags (s) of the transfers on the critical paths of the compute calibration above
+    run directory d (its calib/situ.json's, else measured again by fidelity_situ.py); None
+    where the latency in situ was not measured."""
+    for up in upward(d):
+        if os.path.exists(os.path.join(up, "calibration.json")) and os.path.isdir(os.path.join(up, "calib")):
+            break
+    else:
+        fail(f"{d}: --message-spread: no calibration.json and calib/ in it or above it")
+    path = os.path.join(up, "calib", "situ.json")
+    doc = json.load(open(path)) if os.path.exists(path) else {}
+    if "lags_s" not in doc:
+        doc = fidelity_situ.measure(up, exe)
+    return doc.get("lags_s") or None
+
+
+def simulate_drawn(base, d, i, draws, costs, out, lags=None):
     """`out`: candidate i predicted by `base` (simulate without --output), averaged over
     `draws` draws of the ops' costs (fidelity_spread.py), each op drawn around its
-    duration in that prediction's own timeline."""
+    duration in that prediction's own timeline, and with `lags` each message's latency
+    drawn around its channel's."""
     timeline = os.path.join(d, f"sim-resim-{i}.trace.json")
     call(base + ["--output", out, "--timeline", timeline])
-    fidelity_spread.predict(base, fidelity_spread.predicted_ops(timeline), costs, draws, i, out)
+    messages = None
+    if lags:
+        messages = (fidelity_spread.predicted_messages(timeline),
+                    fidelity_spread.channel_latencies(fidelity_spread.network_of(base)), lags)
+    fidelity_spread.predict(base, fidelity_spread.predicted_ops(timeline), costs, draws, i, out, messages)
 
 
 def situ_change(exe, d, situ, refitted):
@@ -302,7 +336,7 @@ def situ_change(exe, d, situ, refitted):
 
 
 def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quantile=None, fence=None,
-          latency_quantile=None, situ=None, spread=None):
+          latency_quantile=None, situ=None, spread=None, message_spread=None):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
     if fence is not None:
@@ -310,6 +344,9 @@ def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quant
     costs = None
     refitted = refit(d, burst, tiny_quantile, latency_quantile) if with_refit else None
     latency_add = situ_change(exe, d, situ, refitted) if situ is not None else None
+    if message_spread is None:
+        message_spread = "on" if own_message_spread(d) else "off"
+    lags = message_lags(exe, d) if message_spread == "on" else None
     with open(os.path.join(d, "pairs-resim.txt"), "w") as out:
         for sim_name, run_name in pairs:
             i = re.fullmatch(r"sim-(\d+)\.json", sim_name)
@@ -327,7 +364,7 @@ def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quant
             draws = own_draws(d) if spread is None and not measured_compute else (spread or 0)
             if draws:
                 costs = costs or spread_costs(d, pipeline_of(d), fence)
-                simulate_drawn(base, d, i, draws, costs, os.path.join(d, f"sim-resim-{i}.json"))
+                simulate_drawn(base, d, i, draws, costs, os.path.join(d, f"sim-resim-{i}.json"), lags)
             else:
                 call(base + ["--output", os.path.join(d, f"sim-resim-{i}.json")])
             out.write(f"sim-resim-{i}.json {run_name}\n")
@@ -364,6 +401,8 @@ def main():
                     "(interquartile ranges; inf: every op)")
     ap.add_argument("--op-spread", help="each candidate predicted as the mean of N draws of its ops' costs from the "
                     "compute calibration's (0: every op at the mean; default: as the run's own prediction)")
+    ap.add_argument("--message-spread", help="on: with the ops' spread, each message's latency drawn from the lags "
+                    "of the compute calibration's transfers; off: at the channel's (default: as the run's own)")
     ap.add_argument("out", nargs="+")
     ap.error = fail  # one line, exit 2
     a = ap.parse_args()
@@ -376,12 +415,16 @@ def main():
         a.op_spread = 0 if a.op_spread == "0" else fidelity_spread.draws_arg(a.op_spread, "--op-spread", fail)
         if a.op_spread and a.measured_compute:
             fail("--op-spread: not with --measured-compute (each gives the ops' durations)")
+    if a.message_spread not in (None, "on", "off"):
+        fail(f"--message-spread: on or off, got '{a.message_spread}'")
+    if a.message_spread == "on" and (a.measured_compute or a.op_spread == 0):
+        fail("--message-spread on: needs the ops' spread (the messages are drawn with the ops' draws)")
     if a.latency_situ not in (None, "on", "off"):
         fail(f"--latency-situ: on or off, got '{a.latency_situ}'")
     if (a.burst_bytes is None and not a.measured_compute and a.latency_scale is None and a.stall_fence is None
-            and a.latency_situ is None and a.op_spread is None):
+            and a.latency_situ is None and a.op_spread is None and a.message_spread is None):
         fail("nothing to change: give --burst-bytes B|auto, --measured-compute, --latency-scale S, --stall-fence K, "
-             "--latency-situ on|off or --op-spread N")
+             "--latency-situ on|off, --op-spread N or --message-spread on|off")
     if a.refit and a.burst_bytes is None:
         fail("--refit: needs --burst-bytes (the bucket the fit assumes)")
     if a.tiny_quantile is not None:
@@ -398,7 +441,7 @@ def main():
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
         base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale, a.tiny_quantile,
-                              a.stall_fence, a.latency_quantile, a.latency_situ, a.op_spread)
+                              a.stall_fence, a.latency_quantile, a.latency_situ, a.op_spread, a.message_spread)
         shown = burst if a.burst_bytes is not None else own_bucket(d)
         rows += [(d, label, shown, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
     refit_txt = "refit" + "".join(f", {what} {q:g}" for what, q in (("tiny quantile", a.tiny_quantile),
@@ -409,7 +452,8 @@ def main():
                                        (f"latency x {a.latency_scale or 0:g}", a.latency_scale is not None),
                                        (f"stall fence {a.stall_fence}", a.stall_fence is not None),
                                        (f"latency in situ {a.latency_situ}", a.latency_situ is not None),
-                                       (f"ops' spread, {a.op_spread} draws", a.op_spread is not None)) if on)
+                                       (f"ops' spread, {a.op_spread} draws", a.op_spread is not None),
+                                       (f"messages' spread {a.message_spread}", a.message_spread is not None)) if on)
     print(f"{'run directory':40} {'candidate':28} {'bucket B':>9} {'MAPE % (signed)':>16}  {what}")
     for d, label, burst, m0, e0, m1, e1 in rows:
         print(f"{d[-40:]:40} {label[:28]:28} {burst:9.6g} {m0:7.2f} ({e0:+6.2f}) {m1:13.2f} ({e1:+6.2f})")

@@ -25,7 +25,9 @@ measurement says why). Prints the measurement as JSON: situ_latency_s, the path'
 transfers, every step class's total (us) over the replay's iterations, and
 "not_measured" with the reason where it is 0 for that. With --apply, also writes it into
 calibration.json as situ_latency_s, which fidelity_calib.py network adds to every
-channel's latency (at least 0 in all). The measurement itself ignores a situ_latency_s
+channel's latency (at least 0 in all). "lags_s" lists each transfer's own (measured
+less simulated, s), whose mean it is: the spread that fidelity_spread.py --messages
+draws from. The measurement itself ignores a situ_latency_s
 already there.
 
 Exit status 2 with one line on bad arguments or a run without the files above.
@@ -111,8 +113,9 @@ def measure(out, exe):
     graph = fidelity_path.Graph(measured)
     steps = dict.fromkeys(fidelity_path.CLASSES, 0.0)
     counts = dict.fromkeys(fidelity_path.CLASSES, 0)
+    path = []
     for it in range(len(run["iteration_times_s"])):
-        walked = fidelity_path.walk_iteration(measured, simulated, graph, {}, it)
+        walked = fidelity_path.walk_iteration(measured, simulated, graph, {}, it, path)
         if not walked:
             continue
         _, s, n, _ = walked
@@ -121,8 +124,9 @@ def measure(out, exe):
             counts[k] += n[k]
     if not counts["transfer"]:
         fail(f"{c}/run-compute.trace.json: no transfer on the replay's critical paths")
+    lags = [step[0] * 1e-6 for step in path if step[1] == "transfer"]
     return {"situ_latency_s": steps["transfer"] / counts["transfer"] * 1e-6, "transfers": counts["transfer"],
-            "iterations": len(run["iteration_times_s"]), "steps_us": steps, "counts": counts}
+            "iterations": len(run["iteration_times_s"]), "steps_us": steps, "counts": counts, "lags_s": lags}
 
 
 def main():

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The ops' spread in the fidelity testbed's prediction: each op's cost drawn from the compute calibration's.
+"""The ops' and messages' spread in the fidelity testbed's prediction, drawn from the compute calibration's.
 
     tools/scripts/fidelity_spread.py costs TIMELINE PIPELINE B OUT [--stall-fence K]
-    tools/scripts/fidelity_spread.py predict COSTS TIMELINE DRAWS TAG OUT -- ADAGROUPER simulate ARGS...
+    tools/scripts/fidelity_spread.py predict COSTS TIMELINE DRAWS TAG OUT [--messages SITU] -- ADAGROUPER simulate ARGS...
 
 The model gives every op its profile plus the stage's op overhead, the mean cost per op
 beyond the profile that the compute calibration measured (fidelity_calib.py compute).
@@ -26,12 +26,24 @@ arguments give the same prediction. OUT is the first draw's summary with the ite
 times averaged over the draws (and the totals, mean and throughput that follow from
 them).
 
+--messages SITU: each draw also gives every message of TIMELINE a latency of its own
+(simulate --message-trace): its channel's (the network file of ARGS, which has the
+latency in situ already) plus a lag drawn at random from SITU's lags_s less their mean,
+at least 0. SITU is the latency in situ's measurement (fidelity_situ.py writes it to
+calib/situ.json): what each transfer on the compute calibration's critical paths took
+beyond the links' calibration. A message that a waiting op needs is late by that mean
+in the prediction without it, but a few are late by milliseconds and most by less, and
+a wait for the later of two is longer than at their means (docs/fidelity.md, "The
+messages' spread"). The messages are drawn from their own seed ("TAG-k-messages"), so
+that the ops' draws are the same with and without it.
+
 Exit status 2 with one line on bad arguments or inputs.
 """
 import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -83,6 +95,64 @@ def predicted_ops(timeline):
     return ops
 
 
+def read_lags(path):
+    """SITU's lags (s), as fidelity_situ.py writes them."""
+    try:
+        lags = json.load(open(path))["lags_s"]
+        if lags and all(isinstance(x, (int, float)) for x in lags):
+            return lags
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    fail(f"{path}: lags_s: a non-empty list of seconds expected (fidelity_situ.py writes it, with the latency in "
+         "situ measured)")
+
+
+def predicted_messages(timeline):
+    """The messages of a prediction's timeline: (iteration, sending model stage, micro-batch,
+    F or B, from stage, to stage), from the sender's record of each transfer."""
+    msgs = []
+    for e in fidelity_calib.read_events(timeline, fail):
+        if e.get("ph") == "X" and e.get("cat") == "transfer" and e.get("flow_out"):
+            m = re.fullmatch(r"(\d+)?([FB])(\d+) (\d+)->(\d+)", e.get("name", ""))
+            it = e.get("args", {}).get("iteration")
+            if not m or not isinstance(it, int):
+                fail(f"{timeline}: transfer '{e.get('name')}': 'JFm S->T' or 'Fm S->T' and args.iteration expected")
+            j, phase, mb, src, dst = m.groups()
+            msgs.append((it, int(j if j is not None else src), int(mb), phase, int(src), int(dst)))
+    return msgs
+
+
+def channel_latencies(network):
+    """{(from, to): latency s} of a network file's listed channels, and the latency of the others."""
+    try:
+        doc = json.load(open(network))
+    except (OSError, ValueError) as e:
+        fail(f"{network}: not readable JSON ({e})")
+    top = doc.get("latency_s", 0.0)
+    per = {}
+    for ch in doc.get("channels", []):
+        per[(ch.get("from"), ch.get("to"))] = ch.get("latency_s", top)
+    if not all(isinstance(x, (int, float)) for x in [top, *per.values()]):
+        fail(f"{network}: latency_s: numbers of seconds expected")
+    return per, top
+
+
+def network_of(simulate):
+    """The network file of a simulate command line (its --network)."""
+    if "--network" not in simulate[:-1]:
+        fail("predict --messages: the simulate arguments have no --network FILE (the channels' latencies)")
+    return simulate[simulate.index("--network") + 1]
+
+
+def drawn_latencies(msgs, latencies, lags, rng):
+    """Message timing trace rows: each message (predicted_messages) with its channel's latency
+    plus a lag drawn from lags less their mean, at least 0."""
+    per, top = latencies
+    mean = sum(lags) / len(lags)
+    return [(it, j, mb, ph, max(0.0, per.get((src, dst), top) + rng.choice(lags) - mean))
+            for it, j, mb, ph, src, dst in msgs]
+
+
 def drawn(ops, costs, rng):
     """Stage timing trace rows: each op (predicted_ops) lasting its duration plus a cost drawn
     from costs less their mean, at least 0."""
@@ -108,18 +178,29 @@ def averaged(results):
     return r
 
 
-def predict(simulate, ops, costs, draws, tag, out):
+def write_rows(path, header, rows):
+    with open(path, "w") as f:
+        f.write(header + "\n")
+        f.writelines(f"{it},{s},{mb},{ph},{x!r}\n" for it, s, mb, ph, x in rows)
+
+
+def predict(simulate, ops, costs, draws, tag, out, messages=None):
     """`out`: the prediction of `simulate` (an adagrouper simulate command line without
-    --output) averaged over `draws` draws of the ops' costs (drawn)."""
+    --output) averaged over `draws` draws of the ops' costs (drawn) and, with `messages`
+    (predicted_messages, channel_latencies, lags), of the messages' latencies
+    (drawn_latencies)."""
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(draws):
             trace, result = os.path.join(tmp, f"stages-{k}.csv"), os.path.join(tmp, f"sim-{k}.json")
-            with open(trace, "w") as f:
-                f.write("iteration,stage,micro_batch,phase,duration_s\n")
-                f.writelines(f"{it},{s},{mb},{ph},{dur!r}\n"
-                             for it, s, mb, ph, dur in drawn(ops, costs, random.Random(f"{tag}-{k}")))
-            run(simulate + ["--stage-trace", trace, "--output", result])
+            write_rows(trace, "iteration,stage,micro_batch,phase,duration_s",
+                       drawn(ops, costs, random.Random(f"{tag}-{k}")))
+            extra = []
+            if messages:
+                extra = ["--message-trace", os.path.join(tmp, f"messages-{k}.csv")]
+                write_rows(extra[1], "iteration,stage,micro_batch,phase,latency_s",
+                           drawn_latencies(*messages, random.Random(f"{tag}-{k}-messages")))
+            run(simulate + ["--stage-trace", trace, *extra, "--output", result])
             results.append(json.load(open(result)))
     with open(out + ".tmp", "w") as f:  # renamed when complete
         json.dump(averaged(results), f, indent=2)
@@ -136,7 +217,7 @@ def draws_arg(text, what, fail_with=fail):
 
 def main(argv):
     usage = ("usage: fidelity_spread.py costs TIMELINE PIPELINE B OUT [--stall-fence K] | "
-             "predict COSTS TIMELINE DRAWS TAG OUT -- ADAGROUPER simulate ARGS... (see its first lines)")
+             "predict COSTS TIMELINE DRAWS TAG OUT [--messages SITU] -- ADAGROUPER simulate ARGS... (see its first lines)")
     if argv[:1] == ["costs"]:
         rest = argv[1:]
         fence = math.inf
@@ -153,11 +234,19 @@ def main(argv):
         with open(out + ".tmp", "w") as f:
             json.dump({"costs_s": costs, "mean_s": sum(costs) / len(costs)}, f)
         os.replace(out + ".tmp", out)
-    elif argv[:1] == ["predict"] and "--" in argv and argv.index("--") == 6 and len(argv) > 8:
+    elif argv[:1] == ["predict"] and "--" in argv and argv.index("--") in (6, 8) and len(argv) > argv.index("--") + 2:
         costs_path, timeline, draws, tag, out = argv[1:6]
+        sep = argv.index("--")
+        if sep == 8 and argv[6] != "--messages":
+            fail(usage)
         draws = draws_arg(draws, "DRAWS")
         costs = read_costs(costs_path)
-        predict(argv[7:], predicted_ops(timeline), costs, draws, tag, out)
+        simulate = argv[sep + 1:]
+        messages = None
+        if sep == 8:
+            lags = read_lags(argv[7])
+            messages = (predicted_messages(timeline), channel_latencies(network_of(simulate)), lags)
+        predict(simulate, predicted_ops(timeline), costs, draws, tag, out, messages)
     else:
         fail(usage)
 
