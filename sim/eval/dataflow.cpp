@@ -582,8 +582,11 @@ class Dataflow {
     r.iteration_times_s.reserve(sc_.iterations);
     double t = sc_.start_time_s;
     for (int it = 0; it < sc_.iterations; ++it) {
-      durations_.load(it);
-      latencies_.load(it);
+      // Timed (OpDurations::timed(), which drain() asks) where either trace lists the
+      // iteration: both then give their per-op and per-message arrays.
+      const bool timed = durations_.lists(it) || latencies_.lists(it);
+      durations_.load(it, timed);
+      latencies_.load(it, timed);
       double end = 0;
       if (!run_iteration(t, end)) return std::nullopt;
       r.iteration_times_s.push_back(end - t);
@@ -654,7 +657,8 @@ class Dataflow {
 
   // Advances the stages on the work list until it is empty, or runs the recorded sequence
   // (after the first iteration of a static order); false when a stage cannot finish. The
-  // loops are compiled once per combination of dynamic W fill, timed durations and
+  // loops are compiled once per combination of dynamic W fill, timed durations or message
+  // latencies (a stage or message timing trace that lists the iteration) and
   // recording, so that the per-op path tests none of them.
   bool drain() {
     const bool timed = durations_.timed();
@@ -693,9 +697,9 @@ class Dataflow {
         // data that a branch per op would mispredict (half the channels of a V placement).
         if (std::uint32_t n = step->sends; n > 0) {
           ChannelRun& ch = channels_[c.out];
-          if (!transfer(ch, p_channels_[c.out], std::max(ch.free, *step->produced))) return false;
+          if (!transfer<kTimed>(ch, p_channels_[c.out], std::max(ch.free, *step->produced))) return false;
           for (; n > 1; --n)
-            if (!transfer_next(c.out)) return false;
+            if (!transfer_next<kTimed>(c.out)) return false;
         }
       }
       replay_levels(f.stage);
@@ -809,10 +813,10 @@ class Dataflow {
       if (bounded && c.in < kLocal && channels_[c.in].capacity > 0) {  // whether c.in < kLocal is data
         consumed_at_[p_channels_[c.in].first + op.dep] = times_[i].start;
         ++channels_[c.in].consumed;
-        if (!advance_channel(c.in)) return false;  // may free capacity
+        if (!advance_channel<kTimed>(c.in)) return false;  // may free capacity
       }
       const std::uint32_t before = kRecord && c.out != kNoChannel ? channels_[c.out].next : 0;
-      if (c.out != kNoChannel && !send(c.out, i, st.free)) return false;
+      if (c.out != kNoChannel && !send<kTimed>(c.out, i, st.free)) return false;
       if constexpr (kRecord) record_sends(c.out, before);
     }
     while (kDynamicW && st.pending_head != st.pending_tail)  // the remaining W ops, back to back
@@ -826,6 +830,7 @@ class Dataflow {
 
   // Transfers the channel's messages in order until one is not produced yet or the
   // receiver's buffer is full; wakes the receiver when what it waits for arrived.
+  template <bool kTimed>
   bool advance_channel(std::uint32_t c) {
     ChannelRun& ch = channels_[c];
     const ProgramChannel& pc = p_channels_[c];
@@ -839,7 +844,7 @@ class Dataflow {
         if (ch.consumed < ch.next - pc.capacity + 1) break;  // receiver full
         start = std::max(start, consumed_at_[pc.first + ch.next - pc.capacity]);
       }
-      if (!transfer(ch, pc, start)) return false;
+      if (!transfer<kTimed>(ch, pc, start)) return false;
     }
     wake(pc.receiver, c, ch.next);
     return true;
@@ -848,12 +853,13 @@ class Dataflow {
   // What listed op i, which ended at `at`, sends on channel c: on a channel in order
   // (ChannelRun::in_order), the next message, with no search; else what advance_channel
   // finds produced and room for.
+  template <bool kTimed>
   bool send(std::uint32_t c, [[maybe_unused]] std::uint32_t i, double at) {
     ChannelRun& ch = channels_[c];
-    if (!ch.in_order) return advance_channel(c);
+    if (!ch.in_order) return advance_channel<kTimed>(c);
     const ProgramChannel& pc = p_channels_[c];
     assert(p_producer_[pc.first + ch.next] == i - stages_[pc.sender].begin);
-    if (!transfer(ch, pc, std::max(ch.free, at))) return false;
+    if (!transfer<kTimed>(ch, pc, std::max(ch.free, at))) return false;
     wake(pc.receiver, c, ch.next);
     return true;
   }
@@ -864,16 +870,18 @@ class Dataflow {
   }
 
   // Transfers channel c's next message, whose producing op has run.
+  template <bool kTimed>
   bool transfer_next(std::uint32_t c) {
     ChannelRun& ch = channels_[c];
     const ProgramChannel& pc = p_channels_[c];
-    return transfer(ch, pc, std::max(ch.free, producer_end(pc, ch.next)));
+    return transfer<kTimed>(ch, pc, std::max(ch.free, producer_end(pc, ch.next)));
   }
 
   // Transfers channel c's next message, which may leave at `start`, and records its
   // arrival; false when the channel's rate stays 0 forever.
+  template <bool kTimed>
   [[gnu::always_inline]] bool transfer(ChannelRun& ch, const ProgramChannel& pc, double start) {
-    const double t_lat = start + latencies_.of(pc, ch.next);
+    const double t_lat = start + latencies_.of<kTimed>(pc, ch.next);
     double end = t_lat;
     if (ch.uniform_rate) {
       end = ch.rate.finish(t_lat, ch.bytes);

@@ -16,11 +16,16 @@ MessageLatencies::MessageLatencies(const Scenario& sc, const Program& prog) : sc
     }
 }
 
-void MessageLatencies::load(int it) {
-  has_ = false;
+bool MessageLatencies::lists(int it) {
   const auto& list = sc_.message_timings;
   while (cursor_ < list.size() && list[cursor_].iteration < it) ++cursor_;
-  if (cursor_ == list.size() || list[cursor_].iteration != it) return;
+  return cursor_ < list.size() && list[cursor_].iteration == it;
+}
+
+void MessageLatencies::load(int it, bool materialize) {
+  has_ = false;
+  if (!lists(it) && !materialize) return;
+  const auto& list = sc_.message_timings;
   if (latency_.empty()) latency_.resize(prog_.producer.size());
   for (const ProgramChannel& pc : prog_.channels)
     for (std::uint32_t n = 0; n < pc.count; ++n) latency_[pc.first + n] = pc.latency_s;

@@ -11,12 +11,18 @@ namespace adagrouper::sim::eval {
 
 // `load(it)` must be called for iterations in increasing order; `of(pc, n)` is then
 // the latency of channel pc's n-th message in that iteration: the trace's where it
-// lists the message, else the channel's.
+// lists the message, else the channel's. `lists` and `load(it, true)` are OpDurations'.
 class MessageLatencies {
  public:
   MessageLatencies(const Scenario& sc, const Program& prog);
-  void load(int iteration);
+  bool lists(int iteration);
+  void load(int iteration, bool materialize = false);
   double of(const ProgramChannel& pc, std::uint32_t n) const { return has_ ? latency_[pc.first + n] : pc.latency_s; }
+  // `of` without the test, for a loop compiled once for each answer of OpDurations::timed().
+  template <bool kTimed>
+  double of(const ProgramChannel& pc, std::uint32_t n) const {
+    return kTimed ? latency_[pc.first + n] : pc.latency_s;
+  }
 
  private:
   const Scenario& sc_;

@@ -16,11 +16,16 @@ OpDurations::OpDurations(const Scenario& sc, const Program& prog) : sc_(sc), pro
   }
 }
 
-void OpDurations::load(int it) {
-  has_ = false;
+bool OpDurations::lists(int it) {
   const auto& list = sc_.op_timings;
   while (cursor_ < list.size() && list[cursor_].iteration < it) ++cursor_;
-  if (cursor_ == list.size() || list[cursor_].iteration != it) return;
+  return cursor_ < list.size() && list[cursor_].iteration == it;
+}
+
+void OpDurations::load(int it, bool materialize) {
+  has_ = false;
+  if (!lists(it) && !materialize) return;
+  const auto& list = sc_.op_timings;
   if (duration_.empty()) duration_.resize(prog_.ops.size());
   for (const ProgramStage& ps : prog_.stages)
     for (std::uint32_t i = ps.begin; i < ps.w_end; ++i) duration_[i] = ps.cls(prog_.classes, prog_.ops[i]).nominal;

@@ -13,11 +13,15 @@ namespace adagrouper::sim::eval {
 // `load(it)` must be called for iterations in increasing order; `of(i, c)` is then the
 // duration of op i (index into Program::ops) of class c in that iteration: the trace's
 // where it lists the op, else the class's nominal one. A timed op the schedule does not
-// run (an I of a schedule that runs B) keeps its nominal duration.
+// run (an I of a schedule that runs B) keeps its nominal duration. `lists(it)`, before
+// `load(it)`, says whether the trace has the iteration; `load(it, true)` makes every
+// duration an array entry even where it has not, so that an evaluator that runs the
+// iteration timed for another trace's sake can read `of<true>`.
 class OpDurations {
  public:
   OpDurations(const Scenario& sc, const Program& prog);
-  void load(int iteration);
+  bool lists(int iteration);
+  void load(int iteration, bool materialize = false);
   double of(std::uint32_t i, const OpClass& c) const { return has_ ? duration_[i] : c.nominal; }
   // Whether this iteration has durations from the trace; `of<timed()>` is `of` without
   // the test, for a loop compiled once for each answer.
