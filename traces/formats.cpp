@@ -628,49 +628,48 @@ int integer_field(const std::string& source, std::size_t ln, const char* name, s
   return static_cast<int>(v);
 }
 
-}  // namespace
-
-namespace {
-
-// The fields a stage or message timing trace's row starts with: iteration, stage,
-// micro_batch, and the phase as a letter (`letters`) or "forward" / "backward"; and
-// the time in seconds of column 5, named `what`.
+// The rows of a stage or message timing trace: iteration, stage, micro_batch, the phase
+// as a letter (`letters`) or "forward" / "backward", and in column 5 the seconds of
+// Timing's member `seconds`, named after it in `layout`'s last column.
 template <class Timing>
-void timing_row(Timing& t, const std::string& source, std::size_t ln, const std::array<std::string_view, 8>& f,
-                std::string_view letters, const char* what, double& seconds) {
-  t.line = static_cast<int>(ln);
-  t.iteration = integer_field(source, ln, "iteration", f[0]);
-  t.stage = integer_field(source, ln, "stage", f[1]);
-  t.micro_batch = integer_field(source, ln, "micro_batch", f[2]);
-  const auto phase = f[3].size() == 1 && letters.find(f[3][0]) != std::string_view::npos
-                         ? sim::phase_of_letter(f[3][0])
-                         : std::nullopt;
-  if (phase) {
-    t.phase = *phase;
-  } else if (f[3] == "forward" || f[3] == "backward") {
-    t.phase = f[3] == "forward" ? sim::Phase::Forward : sim::Phase::Backward;
-  } else {
-    std::string list;
-    for (const char c : letters) list += list.empty() ? std::string(1, c) : fmt::format(", {}", c);
-    fail_line(source, ln, fmt::format("phase: must be {}, forward or backward, got \"{}\"", list, f[3]));
-  }
-  seconds = number_field(source, ln, what, f[4]);
-  if (seconds < 0) fail_line(source, ln, fmt::format("{}: must be >= 0, got {}", what, seconds));
-  if (const std::string e = sim::time_error(seconds); !e.empty()) fail_line(source, ln, fmt::format("{}: {}", what, e));
+std::vector<Timing> parse_timings(std::string_view text, const std::string& source, const char* layout,
+                                  std::string_view letters, double Timing::*seconds) {
+  const std::string_view layout_view(layout);
+  const std::string what(layout_view.substr(layout_view.rfind(',') + 1));
+  std::string list;
+  for (const char c : letters) list += list.empty() ? std::string(1, c) : fmt::format(", {}", c);
+  std::vector<Timing> out;
+  out.reserve(check_points(without_bom(text), source, false));
+  for_each_row(text, source, 5, layout, [&](std::size_t ln, const std::array<std::string_view, 8>& f) {
+    Timing t;
+    t.line = static_cast<int>(ln);
+    t.iteration = integer_field(source, ln, "iteration", f[0]);
+    t.stage = integer_field(source, ln, "stage", f[1]);
+    t.micro_batch = integer_field(source, ln, "micro_batch", f[2]);
+    const auto phase = f[3].size() == 1 && letters.find(f[3][0]) != std::string_view::npos
+                           ? sim::phase_of_letter(f[3][0])
+                           : std::nullopt;
+    if (phase) {
+      t.phase = *phase;
+    } else if (f[3] == "forward" || f[3] == "backward") {
+      t.phase = f[3] == "forward" ? sim::Phase::Forward : sim::Phase::Backward;
+    } else {
+      fail_line(source, ln, fmt::format("phase: must be {}, forward or backward, got \"{}\"", list, f[3]));
+    }
+    double& v = t.*seconds;
+    v = number_field(source, ln, what.c_str(), f[4]);
+    if (v < 0) fail_line(source, ln, fmt::format("{}: must be >= 0, got {}", what, v));
+    if (const std::string e = sim::time_error(v); !e.empty()) fail_line(source, ln, fmt::format("{}: {}", what, e));
+    out.push_back(t);
+  });
+  return out;
 }
 
 }  // namespace
 
 std::vector<sim::OpTiming> parse_stage_trace(std::string_view text, const std::string& source) {
-  std::vector<sim::OpTiming> out;
-  out.reserve(check_points(without_bom(text), source, false));
-  const char* layout = "iteration,stage,micro_batch,phase,duration_s";
-  for_each_row(text, source, 5, layout, [&](std::size_t ln, const std::array<std::string_view, 8>& f) {
-    sim::OpTiming t;
-    timing_row(t, source, ln, f, "FBIW", "duration_s", t.duration_s);
-    out.push_back(t);
-  });
-  return out;
+  return parse_timings(text, source, "iteration,stage,micro_batch,phase,duration_s", "FBIW",
+                       &sim::OpTiming::duration_s);
 }
 
 std::vector<sim::OpTiming> load_stage_trace(const std::filesystem::path& path) {
@@ -678,15 +677,8 @@ std::vector<sim::OpTiming> load_stage_trace(const std::filesystem::path& path) {
 }
 
 std::vector<sim::MessageTiming> parse_message_trace(std::string_view text, const std::string& source) {
-  std::vector<sim::MessageTiming> out;
-  out.reserve(check_points(without_bom(text), source, false));
-  const char* layout = "iteration,stage,micro_batch,phase,latency_s";
-  for_each_row(text, source, 5, layout, [&](std::size_t ln, const std::array<std::string_view, 8>& f) {
-    sim::MessageTiming t;
-    timing_row(t, source, ln, f, "FB", "latency_s", t.latency_s);
-    out.push_back(t);
-  });
-  return out;
+  return parse_timings(text, source, "iteration,stage,micro_batch,phase,latency_s", "FB",
+                       &sim::MessageTiming::latency_s);
 }
 
 std::vector<sim::MessageTiming> load_message_trace(const std::filesystem::path& path) {

@@ -16,11 +16,7 @@ MessageLatencies::MessageLatencies(const Scenario& sc, const Program& prog) : sc
     }
 }
 
-bool MessageLatencies::lists(int it) {
-  const auto& list = sc_.message_timings;
-  while (cursor_ < list.size() && list[cursor_].iteration < it) ++cursor_;
-  return cursor_ < list.size() && list[cursor_].iteration == it;
-}
+bool MessageLatencies::lists(int it) { return lists_iteration(sc_.message_timings, cursor_, it); }
 
 void MessageLatencies::load(int it, bool materialize) {
   has_ = false;
@@ -33,7 +29,8 @@ void MessageLatencies::load(int it, bool materialize) {
   for (; cursor_ < list.size() && list[cursor_].iteration == it; ++cursor_) {
     const MessageTiming& t = list[cursor_];
     const std::size_t gradient = t.phase == Phase::Forward ? 0 : 1;
-    const std::uint32_t i = index_[(static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch)) * 2 + gradient];
+    const std::size_t key = (static_cast<std::size_t>(t.stage) * M + static_cast<std::size_t>(t.micro_batch)) * 2;
+    const std::uint32_t i = index_[key + gradient];
     if (i != kUnlisted) latency_[i] = t.latency_s;
   }
   has_ = true;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "op_durations.h"
 #include "program.h"
 
 namespace adagrouper::sim::eval {

@@ -16,11 +16,7 @@ OpDurations::OpDurations(const Scenario& sc, const Program& prog) : sc_(sc), pro
   }
 }
 
-bool OpDurations::lists(int it) {
-  const auto& list = sc_.op_timings;
-  while (cursor_ < list.size() && list[cursor_].iteration < it) ++cursor_;
-  return cursor_ < list.size() && list[cursor_].iteration == it;
-}
+bool OpDurations::lists(int it) { return lists_iteration(sc_.op_timings, cursor_, it); }
 
 void OpDurations::load(int it, bool materialize) {
   has_ = false;

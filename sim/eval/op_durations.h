@@ -39,6 +39,14 @@ class OpDurations {
   std::vector<std::uint32_t> index_;  // [(j M + m) 4 + phase]: the op's index in Program::ops, or kUnlisted
 };
 
+// Moves `cursor` past the entries of `list` (sorted by iteration) of iterations before
+// `it`; whether the entry it then points at is of `it`. Both timing traces' lists.
+template <class Entry>
+bool lists_iteration(const std::vector<Entry>& list, std::size_t& cursor, int it) {
+  while (cursor < list.size() && list[cursor].iteration < it) ++cursor;
+  return cursor < list.size() && list[cursor].iteration == it;
+}
+
 // When an op of stage ps that starts at `start` and takes `duration` at nominal speed
 // ends (kNever when the stage's speed stays 0 from then on).
 inline double op_end(const ProgramStage& ps, RateCursor& speed, double start, double duration) {
