@@ -2083,6 +2083,25 @@ TEST(Testbed, PathAttributesTheLagToWhatChanged) {
       EXPECT_EQ(steps.at("transfer").get<double>(), 0);
       EXPECT_EQ(steps.at("compute").get<double>(), all.at("growth_us").get<double>());
     }
+    // --channels: the transfer steps by channel add up to the transfer class; with every
+    // message 0.25 s late, all of it is in transfers late by more than 1 ms.
+    const std::string by_channel =
+        shell(fmt::format("cd '{}' && tools/scripts/fidelity_path.py '{}' --channels --json '{}' 2>&1", SOURCE_ROOT,
+                          (out / "run").string(), (out / "channels.json").string()),
+              rc);
+    ASSERT_EQ(rc, 0) << by_channel;
+    EXPECT_THAT(by_channel, HasSubstr("transfers on the path by channel")) << by_channel;
+    const json c = json::parse(clirunner::slurp(out / "channels.json")).at(0);
+    double lag = 0, late = 0;
+    for (const auto& [name, v] : c.at("channels").items()) {
+      lag += v.at("lag_us").get<double>();
+      late += v.at("late_us").get<double>();
+    }
+    EXPECT_NEAR(lag, c.at("steady").at("steps_us").at("transfer").get<double>(), 1e-6) << mode;
+    EXPECT_NEAR(late, mode == "latency" ? lag : 0.0, 1e-6) << mode;
+    if (mode == "latency") {
+      EXPECT_GT(lag, 0);
+    }
   }
   // --tree: a line per run under the directory, the mean of its candidates' steady
   // iterations (here both iterations of the one candidate).
@@ -2095,6 +2114,7 @@ TEST(Testbed, PathAttributesTheLagToWhatChanged) {
   expect_refused("fidelity_path.py", "/tmp/nonexistent-dir --tree", "not a directory");
   expect_refused("fidelity_path.py", "/nonexistent-dir", "not a directory");
   expect_refused("fidelity_path.py", "--near-ms -1 /tmp", "--near-ms: a number of milliseconds >= 0");
+  expect_refused("fidelity_path.py", "--channels -1 /tmp", "--channels: a number of milliseconds >= 0");
   expect_refused("fidelity_path.py", "/tmp", "no pairs.txt");
 }
 

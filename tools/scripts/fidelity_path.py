@@ -3,7 +3,7 @@
 """Where each iteration's error comes from, step by step along what the run waited for.
 
     tools/scripts/fidelity_path.py DIR [--candidate I | --label L | --all] [--iterations]
-                                   [--worst N] [--near-ms MS] [--json FILE]
+                                   [--worst N] [--channels [MS]] [--near-ms MS] [--json FILE]
     tools/scripts/fidelity_path.py DIR --tree [--near-ms MS]
 
 DIR is a scenario directory of tools/scripts/fidelity.sh (preempted/, or the run
@@ -40,7 +40,10 @@ critical path went elsewhere). The mean per iteration over the iterations at lea
 --near-ms (default 50) from a recorded rate change ("steady") and over all is printed per
 candidate, with the steps' counts; --iterations prints every iteration, with the
 measured minus predicted iteration time (free-running) beside its growth; --worst N
-the N steps of steady iterations that added the most lag. --tree prints a line for
+the N steps of steady iterations that added the most lag; --channels the transfer steps
+of steady iterations by channel: per iteration, how many, the lag they add, and how much
+of it is in transfers that added more than MS each (default 1 ms: a few single
+transfers, or many small lags). --tree prints a line for
 every run under DIR (a --random-scenarios output, or a directory of runs): the mean
 over its candidates' steady iterations.
 
@@ -275,6 +278,24 @@ def summary_line(what, rows):
     return f"    {what:8} {n:2} iterations, growth {growth / 1e3:+.2f} ms = {parts}"
 
 
+def by_channel(record, iterations, late_us):
+    """{channel: (transfers, lag us, lag us of those above late_us, how many of those)}, each
+    per iteration, from the transfer steps of `record` (walk()'s, over `iterations` steady
+    iterations)."""
+    out = {}
+    for _, added, cls, what, _, _ in record:
+        if cls != "transfer":
+            continue
+        row = out.setdefault(what[0].split()[-1], [0, 0.0, 0.0, 0])
+        row[0] += 1
+        row[1] += added
+        if added > late_us:
+            row[2] += added
+            row[3] += 1
+    n = max(1, iterations)
+    return {ch: (k / n, lag / n, late / n, m / n) for ch, (k, lag, late, m) in sorted(out.items())}
+
+
 def print_candidates(d, cands, a):
     """The paths of candidates [(index, label)] of scenario directory d as the options `a`
     ask; returns their means for --json."""
@@ -282,7 +303,7 @@ def print_candidates(d, cands, a):
           "(in brackets: the steps per iteration)")
     out = []
     for idx, label in cands:
-        record = [] if a.worst else None
+        record = [] if a.worst or a.channels is not None else None
         rows = analyse(d, idx, a.near_ms * 1e-3, record)
         print(f"=== {d} candidate {idx}: {label}")
         if a.iterations:
@@ -298,9 +319,19 @@ def print_candidates(d, cands, a):
                     else f"{what[1]} on stage {what[0] - 1}, micro-batch {what[3]}")
             print(f"      it {it:2} {TITLES[cls]:15} {name:36} {added / 1e3:+7.2f} ms (measured {measured / 1e3:.2f}, "
                   f"predicted {predicted / 1e3:.2f})")
+        channels = None
+        if a.channels is not None:
+            channels = by_channel(record, len(steady), a.channels * 1e3)
+            print(f"    transfers on the path by channel, per steady iteration: how many, their lag, and of it "
+                  f"in transfers that added more than {a.channels:g} ms")
+            for ch, (k, lag, late, m) in channels.items():
+                print(f"      {ch:8} {k:5.1f}  {lag / 1e3:+8.2f} ms  {late / 1e3:+8.2f} ms in {m:.1f}")
         out.append({"candidate": idx, "label": label,
                     **{k: dict(zip(("iterations", "growth_us", "steps_us", "counts"), mean_of(r)))
                        for k, r in (("steady", steady), ("all", rows))}})
+        if channels is not None:
+            out[-1]["channels"] = {ch: dict(zip(("transfers", "lag_us", "late_us", "late"), v))
+                                   for ch, v in channels.items()}
     return out
 
 
@@ -341,6 +372,9 @@ def main():
     ap.add_argument("--iterations", action="store_true", help="print every iteration's path")
     ap.add_argument("--worst", type=int, default=0, help="print the N steps of steady iterations that added "
                     "the most lag")
+    ap.add_argument("--channels", type=float, nargs="?", const=1.0, metavar="MS",
+                    help="the transfer steps of steady iterations by channel, and how much of their lag is in "
+                    "transfers that added more than MS each (default 1)")
     ap.add_argument("--near-ms", type=float, default=50, help="a steady iteration lies this many ms from any "
                     "recorded rate change (default 50)")
     ap.add_argument("--json", help="also write the per-candidate means (steady and all) to this file")
@@ -350,6 +384,8 @@ def main():
         fail(f"{a.dir}: not a directory")
     if a.worst < 0:
         fail(f"--worst: a number of steps >= 0, got {a.worst}")
+    if a.channels is not None and not a.channels >= 0:
+        fail(f"--channels: a number of milliseconds >= 0, got {a.channels}")
     if not a.near_ms >= 0:
         fail(f"--near-ms: a number of milliseconds >= 0, got {a.near_ms}")
     if a.tree:
