@@ -2118,6 +2118,79 @@ TEST(Testbed, PathAttributesTheLagToWhatChanged) {
   expect_refused("fidelity_path.py", "/tmp", "no pairs.txt");
 }
 
+// How far the same candidate's runs are from each other: three runs of one scenario
+// (noise_fixture.sh) whose measurements are late by different amounts. Every pair of
+// measured runs, and of predictions, has the MAPE of the later run's iterations against
+// the earlier one's; each run's verdict follows from its prediction's MAPE, the limit and
+// the median pair. The drawn scenario's layout and the same runs given one by one agree.
+TEST(Testbed, NoiseComparesTheRunsOfOneScenario) {
+  testutil::TempDir dir;
+  int rc = 0;
+  const std::string made = shell(fmt::format("'{}/tests/fidelity/noise_fixture.sh' '{}' '{}/adagrouper' '{}' 2>&1",
+                                             SOURCE_ROOT, SOURCE_ROOT, BUILD_ROOT, dir.path().string()),
+                                 rc);
+  ASSERT_EQ(rc, 0) << made;
+  const fs::path scenario = dir.path() / "random-0";
+  const auto times = [&](int run, const std::string& what) {
+    for (const auto& e : fs::directory_iterator(scenario / fmt::format("run-{}", run) / "preempted"))
+      if (e.path().filename().string().rfind(what + "-", 0) == 0)
+        return json::parse(clirunner::slurp(e.path())).at("iteration_times_s").get<std::vector<double>>();
+    ADD_FAILURE() << "no " << what << " summary in run " << run;
+    return std::vector<double>{};
+  };
+  const auto mape = [](const std::vector<double>& predicted, const std::vector<double>& measured) {
+    double sum = 0;
+    for (std::size_t i = 0; i < measured.size(); ++i) sum += std::abs(predicted[i] - measured[i]) / measured[i];
+    return 100 * sum / static_cast<double>(measured.size());
+  };
+  const double limit = 2.5;
+  const std::string cmd = fmt::format("cd '{}' && tools/scripts/fidelity_noise.py --adagrouper '{}/adagrouper' --limit {}",
+                                      SOURCE_ROOT, BUILD_ROOT, limit);
+  std::vector<json> rows;
+  for (const std::string& dirs :
+       {fmt::format("'{}' --json '{}/a.json'", dir.path().string(), dir.path().string()),
+        fmt::format("'{0}/run-1' '{0}/run-2' '{0}/run-3/preempted' --json '{1}/b.json'", scenario.string(),
+                    dir.path().string())}) {
+    const std::string out = shell(cmd + " " + dirs + " 2>&1", rc);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_THAT(out, HasSubstr("3 candidate runs of 1 candidates:")) << out;
+    rows.push_back(json::parse(clirunner::slurp(dir.path() / (rows.empty() ? "a.json" : "b.json"))).at(0));
+  }
+  for (const json& row : rows) {
+    EXPECT_EQ(row.at("runs"), json::array({1, 2, 3}));
+    const json& pairs = row.at("run_to_run_pct");
+    const json& predicted = row.at("predictions_run_to_run_pct");
+    ASSERT_EQ(pairs.size(), 3u);
+    ASSERT_EQ(predicted.size(), 3u);
+    std::vector<double> spread;
+    for (std::size_t p = 0; p < 3; ++p) {
+      const int a = pairs[p].at("runs")[0].get<int>(), b = pairs[p].at("runs")[1].get<int>();
+      EXPECT_LT(a, b);
+      EXPECT_NEAR(pairs[p].at("mape_pct").get<double>(), mape(times(a, "run"), times(b, "run")), 1e-9);
+      EXPECT_NEAR(predicted[p].at("mape_pct").get<double>(), mape(times(a, "sim"), times(b, "sim")), 1e-9);
+      spread.push_back(pairs[p].at("mape_pct").get<double>());
+    }
+    std::sort(spread.begin(), spread.end());
+    EXPECT_NEAR(row.at("run_to_run_median_pct").get<double>(), spread[1], 1e-12);
+    EXPECT_GT(spread[0], 0);
+    std::vector<std::string> expected;
+    for (int run = 1; run <= 3; ++run) {
+      const double m = mape(times(run, "sim"), times(run, "run"));
+      EXPECT_NEAR(row.at("mape_pct")[run - 1].get<double>(), m, 1e-9);
+      expected.push_back(m <= limit ? "within" : m <= spread[1] ? "spread" : "miss");
+    }
+    EXPECT_EQ(row.at("verdicts").get<std::vector<std::string>>(), expected);
+    // The fixture makes each kind appear once: run 1 within the limit, run 2 (predicted
+    // 0.3 s late, measured 0.1 s) within its spread, run 3 (measured 0.4 s late) beyond it.
+    EXPECT_EQ(expected, (std::vector<std::string>{"within", "spread", "miss"}));
+  }
+  EXPECT_EQ(rows[0].at("run_to_run_pct"), rows[1].at("run_to_run_pct"));
+  expect_refused("fidelity_noise.py", "/nonexistent-dir", "/nonexistent-dir: not a directory");
+  expect_refused("fidelity_noise.py", "/tmp", "/tmp: not a fidelity run");
+  expect_refused("fidelity_noise.py", "--limit -1 /tmp", "--limit: a percentage >= 0");
+  expect_refused("fidelity_noise.py", "--adagrouper /nonexistent /tmp", "--adagrouper: /nonexistent is not an executable");
+}
+
 // The compute ops that ran late, and those of them that overlap one of the driver's tc
 // calls: an op late by more than the threshold in a call, one late outside, one on time
 // in a call, one not in the simulation.

@@ -86,6 +86,9 @@
 #                      steps or on/off) written to --out/random-I/; each run --repeats
 #                      times (preempted scenario), then a table of every candidate's
 #                      MAPE over the repeats (random-summary.txt, random-summary.json)
+#                      and, with 2 repeats or more, how far each candidate's measured
+#                      runs are from each other beside its predictions' MAPE
+#                      (tools/scripts/fidelity_noise.py: noise.txt, noise.json)
 #   --seed S           seed of --random-scenarios (default 1)
 #   --repeats R        runs of each drawn scenario (default 3)
 #   --ci               reduced run for CI: 2 ranks (unless --ranks says), the preempted scenario (the constant
@@ -407,6 +410,11 @@ open(os.path.join(out, "random-summary.txt"), "w").write("\n".join(lines) + "\n"
 json.dump(rows, open(os.path.join(out, "random-summary.json"), "w"), indent=1)
 print("\n".join(lines))
 EOF
+  if [ "$repeats" -ge 2 ]; then
+    echo
+    python3 "$root/tools/scripts/fidelity_noise.py" --adagrouper "$build/adagrouper" --json "$out/noise.json" "$out" |
+      tee "$out/noise.txt"
+  fi
 }
 
 while [ $# -gt 0 ]; do
