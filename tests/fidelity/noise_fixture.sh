@@ -2,7 +2,7 @@
 # Three fidelity runs of one scenario made by hand for fidelity_noise.py, laid out as
 # fidelity.sh --random-scenarios 1 --repeats 3 lays them out (OUT/random-0/run-J/preempted):
 # the toy pipeline planned, its chosen candidate simulated as every run's prediction (its
-# latency 0.3 s in run 2, else none), and simulated again as run J's measurement with
+# latency 0.25 s in run 2, else none), and simulated again as run J's measurement with
 # every message 0.05, 0.1 and 0.4 s late in runs 1, 2 and 3; compare.json as fidelity.sh
 # writes it.
 # Usage: noise_fixture.sh SOURCE_ROOT ADAGROUPER OUT
@@ -22,7 +22,7 @@ for j in 1 2 3; do
   r=$d/run-$j/preempted
   mkdir -p "$r"
   late=(0 0.05 0.1 0.4)
-  net "$([ "$j" = 2 ] && echo 0.3 || echo 0)" "$r/net-sim.json"
+  net "$([ "$j" = 2 ] && echo 0.25 || echo 0)" "$r/net-sim.json"
   net "${late[$j]}" "$r/net-run.json"
   for what in sim run; do
     "$A" simulate --plan "$d/plan.json" --candidate "$i" --pipeline "$d/pipeline.json" --network "$r/net-$what.json" \

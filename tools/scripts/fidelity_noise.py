@@ -21,10 +21,14 @@ The predictions are compared pair by pair the same way: each run predicts from i
 calibration, taken a minute before its candidates run, so two predictions of the same
 candidate differ by as much as the calibrations do.
 
+A run's own spread is the median MAPE of the pairs it is in: how far that measurement
+is from the candidate's other runs. A run that is far from all the others has a large
+one; a prediction that is far from every run while the runs agree does not.
+
 Prints per group a table: the prediction's MAPE in each run (its compare.json), the MAPE
-of each pair of measured runs and their median, the median pair of predictions, and per
-run whether the prediction is within --limit (default 3%), above it but no further
-than the median pair of measured runs ("spread"), or neither ("miss"). Then the counts.
+of each pair of measured runs, each run's own spread, the median pair of predictions,
+and per run whether the prediction is within --limit (default 3%), above it but no
+further than that run's own spread ("spread"), or neither ("miss"). Then the counts.
 --json FILE writes the same as a list of rows.
 
 Example:
@@ -125,12 +129,12 @@ def group_rows(exe, name, runs, limit):
             return statistics.median(p["mape_pct"] for p in ps) if ps else None
 
         measured, predicted = pairs(1), pairs(2)
-        spread = median(measured)
+        own = [median([p for p in measured if i + 1 in p["runs"]]) for i in where]
         mapes = [per_run[i][label][0] for i in where]
         rows.append({"group": name, "candidate": label, "runs": [i + 1 for i in where], "mape_pct": mapes,
-                     "run_to_run_pct": measured, "run_to_run_median_pct": spread,
+                     "run_to_run_pct": measured, "run_to_run_median_pct": median(measured), "run_spread_pct": own,
                      "predictions_run_to_run_pct": predicted, "predictions_run_to_run_median_pct": median(predicted),
-                     "verdicts": [verdict(m, limit, spread) for m in mapes]})
+                     "verdicts": [verdict(m, limit, o) for m, o in zip(mapes, own)]})
     return rows
 
 
@@ -144,7 +148,7 @@ def optional_pct(x):
 
 def table(name, runs, rows):
     lines = [f"== {name} ({len(runs)} runs)",
-             "| candidate | prediction, MAPE in run ... | measured run to run, MAPE of pair ... | median pair | "
+             "| candidate | prediction, MAPE in run ... | measured run to run, MAPE of pair ... | each run's own spread | "
              "predictions run to run, median pair | per run |",
              "|---|---|---|---|---|---|"]
     for r in rows:
@@ -153,7 +157,7 @@ def table(name, runs, rows):
         pairs_s = (", ".join(f"{a}-{b}" for a, b in (p["runs"] for p in pairs)) + ": " +
                    pct([p["mape_pct"] for p in pairs])) if pairs else "-"
         lines.append(f"| {r['candidate']} | {runs_s}: {pct(r['mape_pct'])} | {pairs_s} | "
-                     f"{optional_pct(r['run_to_run_median_pct'])} | "
+                     f"{' / '.join(optional_pct(x) for x in r['run_spread_pct'])} | "
                      f"{optional_pct(r['predictions_run_to_run_median_pct'])} | {' / '.join(r['verdicts'])} |")
     return lines
 
@@ -181,8 +185,8 @@ def main():
         lines += table(name, runs, got) + [""]
     verdicts = [v for r in rows for v in r["verdicts"]]
     lines.append(f"{len(verdicts)} candidate runs of {len(rows)} candidates: {verdicts.count('within')} within "
-                 f"{limit:g}%, {verdicts.count('spread')} above it but within their run-to-run spread (the median "
-                 f"pair), {verdicts.count('miss')} neither")
+                 f"{limit:g}%, {verdicts.count('spread')} above it but within their run's own spread (its median "
+                 f"MAPE from the other runs), {verdicts.count('miss')} neither")
     print("\n".join(lines))
     if a.json:
         tmp = a.json + ".tmp"
