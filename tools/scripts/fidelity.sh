@@ -191,13 +191,15 @@
 #                      profile; docs/fidelity.md, "Calibrating the ops"
 #   --calib-compute-iterations N
 #                      measured iterations of the compute calibration's 1F1B replay
-#                      (default 10, about 300 ops per stage; a few seconds). On this
+#                      (default 30, about 950 ops per stage; about 10 s). On this
 #                      2-core host the overhead drifts by a third between blocks of 3
 #                      iterations: with 3 the op overhead and the latency in situ of
 #                      three runs of one scenario spread over a factor of three to five,
-#                      with 10 under two, and unseen seeds came closer (docs/fidelity.md,
-#                      "Stalls in the compute calibration", "The numbers with today's
-#                      defaults, three times")
+#                      with 10 under two; with 30 their standard deviation over five
+#                      runs is 0.5 to 0.7 times that with 10, and the same candidate's
+#                      predictions in different runs are closer (docs/fidelity.md,
+#                      "Stalls in the compute calibration", "How far the runs are from
+#                      each other")
 #   --stall-fence K    with --calib-compute on: an op of the compute calibration that
 #                      cost more than K interquartile ranges above its stage's third
 #                      quartile counts as stalled by the host and is left out of the
@@ -292,7 +294,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=auto bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=10 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=auto op_spread=auto message_spread=off
+shaper=tbf acks=free bucket=auto bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=30 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=auto op_spread=auto message_spread=off
 families="" rank_by=auto w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
