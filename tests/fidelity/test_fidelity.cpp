@@ -2193,9 +2193,10 @@ TEST(Testbed, NoiseComparesTheRunsOfOneScenario) {
     EXPECT_EQ(expected, (std::vector<std::string>{"within", "spread", "miss"}));
   }
   EXPECT_EQ(rows[0].at("run_to_run_pct"), rows[1].at("run_to_run_pct"));
-  expect_refused("fidelity_noise.py", "/nonexistent-dir", "/nonexistent-dir: not a directory");
-  expect_refused("fidelity_noise.py", "/tmp", "/tmp: not a fidelity run");
-  expect_refused("fidelity_noise.py", "--limit -1 /tmp", "--limit: a percentage >= 0");
+  const std::string exe = fmt::format("--adagrouper '{}/adagrouper' ", BUILD_ROOT);
+  expect_refused("fidelity_noise.py", exe + "/nonexistent-dir", "/nonexistent-dir: not a directory");
+  expect_refused("fidelity_noise.py", exe + "/tmp", "/tmp: not a fidelity run");
+  expect_refused("fidelity_noise.py", exe + "--limit -1 /tmp", "--limit: a percentage >= 0");
   expect_refused("fidelity_noise.py", "--adagrouper /nonexistent /tmp", "--adagrouper: /nonexistent is not an executable");
 }
 

@@ -163,11 +163,12 @@ def table(name, runs, rows):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--adagrouper", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "adagrouper"))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--adagrouper", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "adagrouper"),
+                    help="the adagrouper binary whose compare it runs (default build/adagrouper)")
     ap.add_argument("--limit", default="3", help="the MAPE target in percent (default 3)")
     ap.add_argument("--json", help="write the rows as JSON to this file")
-    ap.add_argument("dirs", nargs="+")
+    ap.add_argument("dirs", nargs="+", metavar="DIR", help="fidelity.sh runs of one scenario, or --random-scenarios outputs")
     ap.error = fail  # one line, exit 2
     a = ap.parse_args()
     try:
