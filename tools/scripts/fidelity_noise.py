@@ -88,7 +88,8 @@ def candidates(sc):
     scenario directory sc."""
     path = os.path.join(sc, "compare.json")
     try:
-        doc = json.load(open(path))
+        with open(path) as f:
+            doc = json.load(f)
         return {c["label"]: (float(c["mape_pct"]), os.path.join(sc, os.path.basename(c["measured"])),
                              os.path.join(sc, os.path.basename(c["predicted"])))
                 for c in doc["comparisons"]}
@@ -112,6 +113,18 @@ def verdict(mape, limit, spread):
     return "spread" if spread is not None and mape <= spread else "miss"
 
 
+def pairs(exe, files):
+    """{runs: [a, b], mape_pct} for every pair a < b of {run: summary JSON}."""
+    runs = sorted(files)
+    return [{"runs": [a, b], "mape_pct": pair_mape(exe, files[a], files[b])}
+            for n, a in enumerate(runs) for b in runs[n + 1:]]
+
+
+def median(ps):
+    """The median MAPE of the pairs ps, None without any."""
+    return statistics.median(p["mape_pct"] for p in ps) if ps else None
+
+
 def group_rows(exe, name, runs, limit):
     """One row per candidate of the group: its MAPE per run, per pair of runs, and the verdicts."""
     per_run = [candidates(sc) for sc in runs]
@@ -121,14 +134,8 @@ def group_rows(exe, name, runs, limit):
     rows = []
     for label in labels:
         where = [i for i, c in enumerate(per_run) if label in c]
-        def pairs(k):  # k: 1 the measured summaries, 2 the predicted ones
-            return [{"runs": [a + 1, b + 1], "mape_pct": pair_mape(exe, per_run[a][label][k], per_run[b][label][k])}
-                    for n, a in enumerate(where) for b in where[n + 1:]]
-
-        def median(ps):
-            return statistics.median(p["mape_pct"] for p in ps) if ps else None
-
-        measured, predicted = pairs(1), pairs(2)
+        measured = pairs(exe, {i + 1: per_run[i][label][1] for i in where})
+        predicted = pairs(exe, {i + 1: per_run[i][label][2] for i in where})
         own = [median([p for p in measured if i + 1 in p["runs"]]) for i in where]
         mapes = [per_run[i][label][0] for i in where]
         rows.append({"group": name, "candidate": label, "runs": [i + 1 for i in where], "mape_pct": mapes,
