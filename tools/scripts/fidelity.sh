@@ -414,8 +414,10 @@ print("\n".join(lines))
 EOF
   if [ "$repeats" -ge 2 ]; then
     echo
-    python3 "$root/tools/scripts/fidelity_noise.py" --adagrouper "$build/adagrouper" --json "$out/noise.json" "$out" |
-      tee "$out/noise.txt"
+    python3 "$root/tools/scripts/fidelity_noise.py" --adagrouper "$build/adagrouper" --json "$out/noise.json" "$out" \
+      >"$out/noise.txt.tmp"  # renamed when complete
+    mv "$out/noise.txt.tmp" "$out/noise.txt"
+    cat "$out/noise.txt"
   fi
 }
 

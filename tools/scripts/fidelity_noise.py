@@ -160,9 +160,9 @@ def table(name, runs, rows):
              "|---|---|---|---|---|---|"]
     for r in rows:
         runs_s = ", ".join(str(i) for i in r["runs"])
-        pairs = r["run_to_run_pct"]
-        pairs_s = (", ".join(f"{a}-{b}" for a, b in (p["runs"] for p in pairs)) + ": " +
-                   pct([p["mape_pct"] for p in pairs])) if pairs else "-"
+        measured = r["run_to_run_pct"]
+        pairs_s = (", ".join(f"{a}-{b}" for a, b in (p["runs"] for p in measured)) + ": " +
+                   pct([p["mape_pct"] for p in measured])) if measured else "-"
         lines.append(f"| {r['candidate']} | {runs_s}: {pct(r['mape_pct'])} | {pairs_s} | "
                      f"{' / '.join(optional_pct(x) for x in r['run_spread_pct'])} | "
                      f"{optional_pct(r['predictions_run_to_run_median_pct'])} | {' / '.join(r['verdicts'])} |")
