@@ -1307,6 +1307,9 @@ TEST(Testbed, BadOptionsAreStatus2) {
            {"--op-spread 0 --message-spread on", "--message-spread on: needs the ops' spread"},
            {"--latency-situ off --message-spread on", "--message-spread on: needs the ops' spread (--op-spread N > 0) and --latency-situ on"},
            {"--calib-compute-iterations 0", "--calib-compute-iterations: an integer from 1 to 1000, got '0'"},
+           {"--calib-compute-spread x", "--calib-compute-spread: auto, 0 or measured iterations up to 1000, got 'x'"},
+           {"--calib-compute-spread 1001", "--calib-compute-spread: auto, 0 or measured iterations up to 1000, got '1001'"},
+           {"--calib-compute off --calib-compute-spread 2", "--calib-compute-spread 2: needs --calib-compute on"},
            {"--stall-fence -1", "--stall-fence: a number of interquartile ranges > 0, or inf, got '-1'"},
            {"--compute-spin -5", "--compute-spin: microseconds, an integer from 0 to 100000"},
            {"--mpi-poll 0", "--mpi-poll: microseconds, an integer from 1 to 100000"},
@@ -1390,6 +1393,7 @@ TEST(Testbed, ResimulatesARunWithOneThingChanged) {
            {"--op-spread 2 --measured-compute /tmp", "--op-spread: not with --measured-compute"},
            {"--message-spread yes /tmp", "--message-spread: on or off, got 'yes'"},
            {"--message-spread on --op-spread 0 /tmp", "--message-spread on: needs the ops' spread"},
+           {"--pooled maybe /tmp", "--pooled: on or off, got 'maybe'"},
            {"--burst-bytes 1 /nonexistent-dir", "not a directory"}})
     expect_refused("fidelity_resim.py", args, piece);
   testutil::TempDir dir;
@@ -1739,7 +1743,10 @@ TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
       "(\"forward_s\", \"backward_s\")] for x in s[\"profile\"]])\n"
       "json.dump({\"name\": \"p\", \"global_batch_size\": 4, \"stages\": [st] * 4}, open(d + \"/p4.json\", \"w\"))\n"
       "f.compute(d + \"/t.json\", d + \"/p4.json\", 2, d + \"/out4.json\")\n"
-      "print([round(s[\"op_overhead_s\"] * 1e6, 6) for s in json.load(open(d + \"/out4.json\"))[\"stages\"]])",
+      "print([round(s[\"op_overhead_s\"] * 1e6, 6) for s in json.load(open(d + \"/out4.json\"))[\"stages\"]])\n"
+      "json.dump({\"traceEvents\": [op(1, \"F0\", 0, 7000, 0), op(1, \"F1\", 7100, 8000, 1)]}, open(d + \"/u.json\", \"w\"))\n"
+      "m = f.compute([d + \"/t.json\", d + \"/u.json\"], d + \"/p.json\", 2, d + \"/out2.json\")\n"
+      "print(m[\"replays\"], [(r[\"ops\"], round(r[\"op_overhead_s\"] * 1e6, 6)) for r in m[\"stages\"]])",
       rc);
   ASSERT_EQ(rc, 0) << out;
   // The profiles stay; the model adds op_overhead_s to every op (sim_test's
@@ -1751,7 +1758,10 @@ TEST(Testbed, ComputeCalibrationAddsEachStagesOpOverhead) {
             "does not follow, so expect errors beyond the model's own\n"
             "15.0 [[4000.0, 8000.0], [13000.0, 26000.0]]\n"
             "40.0 [[4000.0, 8000.0], [13000.0, 26000.0]]\n"
-            "[27.5, 27.5, 27.5, 27.5]\n");
+            "[27.5, 27.5, 27.5, 27.5]\n"
+            // Two replays pooled: stage 0's ops of both (u.json's F1 starts 100 us after F0
+            // ends and runs 1 ms past its 7 ms profile at b = 2: 1100 us), stage 1's of t.json.
+            "2 [(3, 376.666667), (1, 40.0)]\n");
   // A stage with no op measured (here stage 1 of 3: its ops' events are missing) is
   // refused by number, and nothing is written.
   const std::string gap = python_in_scripts(
@@ -2285,6 +2295,9 @@ TEST(Testbed, ReducedRunEndToEnd) {
   // The ops' overhead measured by a 1F1B replay, per stage; the plan and the simulations
   // read the pipeline with it, the ranks the profile.
   EXPECT_THAT(out, HasSubstr("== calibrate compute: 1F1B at b = 1")) << out;
+  // The predictions pool it with one more replay after each candidate (--calib-compute-spread
+  // auto: 1 iteration each with --ci); ReducedRunSpreadsTheComputeCalibrationOverTheRun.
+  EXPECT_THAT(out, HasSubstr("the compute calibration pooled over its 3 replays")) << out;
   const json measured_ops = json::parse(clirunner::slurp(tmp.path() / "calib" / "compute.json"));
   EXPECT_EQ(measured_ops["stages"].size(), 2u);
   const json sim_pipeline = json::parse(clirunner::slurp(tmp.path() / "pipeline-sim.json"));
@@ -2440,11 +2453,15 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
   for (const auto& level : calibration["levels"])
     for (const auto& ch : level["channels"]) EXPECT_GE(ch["latency_s"].get<double>(), 0) << ch.dump();
   // The latency in situ (--latency-situ on), measured on the compute calibration's
-  // replay, is in calibration.json and on every channel of every network (at least 0).
+  // replay, is in calibration.json and on every channel of the plan's network (at least
+  // 0); the candidates' networks have it measured on every replay of the calibration
+  // (--calib-compute-spread, 1 with --ci): calibration-pooled.json's.
   EXPECT_THAT(out, HasSubstr("== latency in situ: ")) << out;
   ASSERT_TRUE(calibration.contains("situ_latency_s")) << calibration.dump();
   const double situ = calibration["situ_latency_s"].get<double>();
   EXPECT_EQ(json::parse(clirunner::slurp(tmp.path() / "calib" / "situ.json")).at("situ_latency_s").get<double>(), situ);
+  const double pooled_situ =
+      json::parse(clirunner::slurp(tmp.path() / "calibration-pooled.json")).at("situ_latency_s").get<double>();
   // The networks take the channels of the level of the run's rate, the highest.
   const json* top = &calibration["levels"][0];
   for (const auto& level : calibration["levels"])
@@ -2461,11 +2478,90 @@ TEST(Testbed, ReducedRunWithTheModelsBucket) {
     EXPECT_EQ(net.value("burst_bytes", 0.0), bucket) << name;
     for (const auto& ch : net["channels"])
       EXPECT_DOUBLE_EQ(ch["latency_s"].get<double>(),
-                       std::max(0.0, calibrated.at({ch["from"].get<int>(), ch["to"].get<int>()}) + situ))
+                       std::max(0.0, calibrated.at({ch["from"].get<int>(), ch["to"].get<int>()}) +
+                                         (name == "net-plan.json" ? situ : pooled_situ)))
           << name;
   }
   EXPECT_GE(networks, 3);  // the plan's and at least two candidates' predictions
   EXPECT_THAT(out, HasSubstr("MAPE"));
+#endif
+}
+
+// --calib-compute-spread N: after each candidate the compute calibration's 1F1B plan is
+// replayed again with N measured iterations (calib/run-compute-K; 10 by default, 1 with
+// --ci, here 2); the plan reads the
+// first replay's calibration, the predictions every replay's pooled: the ops' overhead
+// (pipeline-sim-pooled.json), their costs and the latency in situ
+// (calibration-pooled.json, on every channel of the candidates' networks, while the
+// plan's network keeps the first's). fidelity_resim.py --pooled on reproduces those
+// predictions to the digit; --pooled off predicts from the first replay alone.
+TEST(Testbed, ReducedRunSpreadsTheComputeCalibrationOverTheRun) {
+#ifndef ADAGROUPER_CALIB_BIN
+  GTEST_SKIP() << "adagrouper-calib is not built (no MPI): the fidelity testbed needs it";
+#else
+  TempDir tmp;
+  int rc = 0;
+  const std::string out = reduced_run("--calib-compute-spread 2", tmp.path(), rc);
+  if (rc == 77) GTEST_SKIP() << out;
+  ASSERT_EQ(rc, 0) << out;
+  const fs::path calib = tmp.path() / "calib", dir = tmp.path() / "preempted";
+  // --ci replays 2 candidates: 3 replays of the compute calibration in all.
+  EXPECT_THAT(out, HasSubstr("the compute calibration pooled over its 3 replays (one after each candidate)")) << out;
+  EXPECT_THAT(out, HasSubstr("calibrate compute, 3 replays pooled: 1F1B at b = 1")) << out;
+  EXPECT_THAT(out, HasSubstr("iterations in 3 replays")) << out;
+  EXPECT_EQ(json::parse(clirunner::slurp(dir / "compute-replays.json"))["replays"], 3);
+  for (const std::string k : {"2", "3"})
+    EXPECT_EQ(json::parse(clirunner::slurp(calib / ("run-compute-" + k + ".json")))["iterations"], 2) << k;
+  const json first = json::parse(clirunner::slurp(calib / "compute.json"));
+  const json pooled = json::parse(clirunner::slurp(calib / "compute-pooled.json"));
+  EXPECT_EQ(pooled["replays"], 3);
+  const json pooled_pipeline = json::parse(clirunner::slurp(tmp.path() / "pipeline-sim-pooled.json"));
+  for (std::size_t s = 0; s < 2; ++s) {
+    EXPECT_GT(pooled["stages"][s]["ops"].get<int>(), first["stages"][s]["ops"].get<int>()) << s;
+    EXPECT_DOUBLE_EQ(pooled_pipeline["stages"][s]["op_overhead_s"].get<double>(),
+                     std::max(0.0, pooled["stages"][s]["op_overhead_s"].get<double>()));
+  }
+  EXPECT_GT(json::parse(clirunner::slurp(calib / "op-costs-pooled.json"))["costs_s"].size(),
+            json::parse(clirunner::slurp(calib / "op-costs.json"))["costs_s"].size());
+  // The plan reads the first replay's pipeline and network; the candidates' networks the
+  // pooled latency in situ.
+  EXPECT_THAT(clirunner::slurp(dir / "plan.json"), HasSubstr("pipeline-sim.json"));
+  const json cal = json::parse(clirunner::slurp(tmp.path() / "calibration.json"));
+  const json cal_pooled = json::parse(clirunner::slurp(tmp.path() / "calibration-pooled.json"));
+  EXPECT_EQ(cal_pooled["situ_latency_s"],
+            json::parse(clirunner::slurp(calib / "situ-pooled.json"))["situ_latency_s"]);
+  EXPECT_EQ(json::parse(clirunner::slurp(calib / "situ-pooled.json"))["replays"], 3);
+  const double shift = cal_pooled["situ_latency_s"].get<double>() - cal["situ_latency_s"].get<double>();
+  const json plan_net = json::parse(clirunner::slurp(dir / "net-plan.json"));
+  int networks = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("net-sim-", 0) != 0 || e.path().extension() != ".json") continue;
+    ++networks;
+    const json net = json::parse(clirunner::slurp(e.path()));
+    for (std::size_t c = 0; c < net["channels"].size(); ++c)
+      EXPECT_NEAR(net["channels"][c]["latency_s"].get<double>(),
+                  std::max(0.0, plan_net["channels"][c]["latency_s"].get<double>() + shift), 1e-12)
+          << name;
+  }
+  EXPECT_EQ(networks, 2);
+  // Re-simulated with the replays pooled: the run's own predictions exactly; with the
+  // first replay alone: a prediction of its own, for every candidate.
+  const std::string resim = fmt::format("cd '{}' && tools/scripts/fidelity_resim.py --adagrouper '{}/adagrouper' ",
+                                        SOURCE_ROOT, BUILD_ROOT);
+  const std::string on = shell(resim + "--pooled on '" + dir.string() + "' 2>&1", rc);
+  ASSERT_EQ(rc, 0) << on;
+  const std::regex row(R"(\n\S+ +(.+?) +[0-9.]+ +([0-9.]+) \( *([+-][0-9.]+)\) +([0-9.]+) \( *([+-][0-9.]+)\))");
+  int rows = 0;
+  for (std::sregex_iterator it(on.begin(), on.end(), row), end; it != end; ++it, ++rows) {
+    EXPECT_EQ((*it)[2], (*it)[4]) << on;
+    EXPECT_EQ((*it)[3], (*it)[5]) << on;
+  }
+  EXPECT_EQ(rows, 2) << on;
+  const std::string off = shell(resim + "--pooled off '" + dir.string() + "' 2>&1", rc);
+  ASSERT_EQ(rc, 0) << off;
+  EXPECT_THAT(off, HasSubstr("pooled off")) << off;
+  EXPECT_EQ(std::distance(std::sregex_iterator(off.begin(), off.end(), row), std::sregex_iterator()), 2) << off;
 #endif
 }
 

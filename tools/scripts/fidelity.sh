@@ -200,6 +200,24 @@
 #                      predictions in different runs are closer (docs/fidelity.md,
 #                      "Stalls in the compute calibration", "How far the runs are from
 #                      each other")
+#   --calib-compute-spread N
+#                      auto (default), 0 or measured iterations: after each candidate's
+#                      replay, at the constant rate, one more replay of the compute
+#                      calibration's 1F1B plan with N measured iterations
+#                      (calib/run-compute-K, about 6 s each with 10), so that the
+#                      calibration samples the host over the whole run and not only in
+#                      its first minute; 0: none, the candidates are predicted from the
+#                      first replay alone. auto: 10 with --calib-compute on (1 with
+#                      --ci), 0 without. The plan is
+#                      made from the first replay alone (it comes before the
+#                      candidates); the candidates are predicted from all of them
+#                      pooled: the ops' overhead (calib/compute-pooled.json,
+#                      pipeline-sim-pooled.json), their spread (calib/op-costs-pooled.json)
+#                      and the latency in situ (calib/situ-pooled.json,
+#                      calibration-pooled.json, and the networks net-sim-I.json made
+#                      again from it); compute-replays.json in the scenario's directory
+#                      says how many replays its predictions pooled. docs/fidelity.md,
+#                      "The compute calibration spread over the run"
 #   --stall-fence K    with --calib-compute on: an op of the compute calibration that
 #                      cost more than K interquartile ranges above its stage's third
 #                      quartile counts as stalled by the host and is left out of the
@@ -277,7 +295,9 @@
 # calib/compute.json (--calib-compute on: the simulated pipeline and the ops' overhead
 # measured), calib/op-costs.json (--op-spread: the costs the predictions draw from),
 # calib/situ.json (--latency-situ on: the latency in situ and the lags --message-spread
-# draws from),
+# draws from), the same pooled over the compute calibration's replays
+# (--calib-compute-spread: pipeline-sim-pooled.json, calibration-pooled.json,
+# calib/compute-pooled.json, op-costs-pooled.json, situ-pooled.json),
 # trace-unrolled.csv, and per
 # scenario plan.json, net-plan.json, run-I.json / sim-I.json (measured / predicted
 # summaries of candidate I), run-I.trace.json / sim-I.trace.json (timelines),
@@ -294,7 +314,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ranks=2 rate=200mbit scenario=both trace="" iterations=8 warmup=1 candidates=0 streams=plan
-shaper=tbf acks=free bucket=auto bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=30 stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=auto op_spread=auto message_spread=off
+shaper=tbf acks=free bucket=auto bucket_ms=auto pipeline="" build="$root/build" out="fidelity-out" prefix=agf ci=0 keep=0 calib_it=3 calib_sizes="small large" startup_s=4 calibrate=replay priority=auto model_bucket=auto calib_latency=auto tiny_quantile=0.1 queue_kind=auto calib_compute=on calib_compute_it=30 calib_compute_spread=auto stall_fence=inf compute_spin=200 mpi_poll=20 packet_cap=auto latency_situ=auto op_spread=auto message_spread=off
 families="" rank_by=auto w_fill=recorded memory_limit="" random_n=0 seed=1 repeats=3 net_log=0 tcp_cc=reno tcp_idle=host tcp_push=eager
 
 die() {
@@ -370,7 +390,7 @@ run_random_scenarios() {
         --streams "$streams" --priority "$priority" --build "$build" --prefix "$prefix" --shaper "$shaper" --acks "$acks" \
         --bucket "$bucket" --bucket-ms "$bucket_ms" --packet-cap "$packet_cap" --model-bucket "$model_bucket" --tcp "$tcp_cc" \
         --calib-latency "$calib_latency" --tiny-quantile "$tiny_quantile" --calib-compute "$calib_compute" --queue "$queue_kind" \
-        --stall-fence "$stall_fence" --op-spread "$op_spread" --message-spread "$message_spread" --latency-situ "$latency_situ" --calib-compute-iterations "$calib_compute_it" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
+        --stall-fence "$stall_fence" --op-spread "$op_spread" --message-spread "$message_spread" --latency-situ "$latency_situ" --calib-compute-iterations "$calib_compute_it" --calib-compute-spread "$calib_compute_spread" --compute-spin "$compute_spin" --mpi-poll "$mpi_poll" \
         --tcp-idle-restart "$tcp_idle" --tcp-push "$tcp_push" --rank-by "$rank_by" --w-fill "$w_fill" \
         $([ "$net_log" -eq 0 ] || echo --net-log) \
         --out "$dir/run-$j" >"$dir/run-$j.log" 2>&1
@@ -466,6 +486,7 @@ while [ $# -gt 0 ]; do
     --message-spread) message_spread=${2:-}; shift 2 ;;
     --latency-situ) latency_situ=${2:-}; shift 2 ;;
     --calib-compute-iterations) calib_compute_it=${2:-}; shift 2 ;;
+    --calib-compute-spread) calib_compute_spread=${2:-}; shift 2 ;;
     --compute-spin) compute_spin=${2:-}; shift 2 ;;
     --mpi-poll) mpi_poll=${2:-}; shift 2 ;;
     --tcp) tcp_cc=${2:-}; shift 2 ;;
@@ -525,6 +546,14 @@ case "$latency_situ" in auto | on | off) ;; *) die "--latency-situ: auto, on or 
   die "--latency-situ on: needs --calib-compute on (it is measured on the compute calibration's replay)"
 [[ "$calib_compute_it" =~ ^[1-9][0-9]*$ ]] && [ "$calib_compute_it" -le 1000 ] ||
   die "--calib-compute-iterations: an integer from 1 to 1000, got '$calib_compute_it'"
+if [ "$calib_compute_spread" = auto ]; then
+  calib_compute_spread=0
+  [ "$calib_compute" = off ] || calib_compute_spread=$([ "$ci" -eq 1 ] && echo 1 || echo 10)
+fi
+[[ "$calib_compute_spread" =~ ^[0-9]+$ ]] && [ "$calib_compute_spread" -le 1000 ] ||
+  die "--calib-compute-spread: auto, 0 or measured iterations up to 1000, got '$calib_compute_spread'"
+[ "$calib_compute_spread" -eq 0 ] || [ "$calib_compute" = on ] ||
+  die "--calib-compute-spread $calib_compute_spread: needs --calib-compute on (it replays the compute calibration again)"
 [[ "$stall_fence" =~ ^(inf|[0-9]*\.?[0-9]+)$ ]] && ! [[ "$stall_fence" =~ ^0*\.?0*$ ]] ||
   die "--stall-fence: a number of interquartile ranges > 0, or inf, got '$stall_fence'"
 [ "$op_spread" != auto ] || { [ "$calib_compute" = on ] && op_spread=16 || op_spread=0; }
@@ -949,6 +978,73 @@ for lv in json.load(open(sys.argv[1]))["levels"]:
               + (f"{ch['samples']} transfers" if ch["samples"] else "the chain's mean (a ring's link: no replay of the calibration uses it)"))
 EOF
 
+# report_compute FILE: the compute calibration's overhead per stage (fidelity_calib.py
+# compute's measurement), and the host's warning where it fires.
+report_compute() {
+  python3 - "$1" "$root/tools/scripts" <<'EOF'
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import fidelity_calib
+m = json.load(open(sys.argv[1]))
+pooled = f", {m['replays']} replays pooled" if m.get("replays", 1) > 1 else ""
+print(f"== calibrate compute{pooled}: 1F1B at b = {m['micro_batch_size']}, each op's cost beyond its profile "
+      f"(start latency + duration excess, us):")
+for r in m["stages"]:
+    print(f"   stage {r['stage']}: {1e6 * r['op_overhead_s']:.1f} ({1e6 * r['start_latency_s']:.1f} + "
+          f"{1e6 * r['duration_excess_s']:.1f}) over {r['ops']} ops, {100 * r['overhead_share']:.1f}% of a forward"
+          + (f"; {r['stalls']} stalled ({1e6 * r['stall_mean_s']:.0f} us each on average) left out"
+             if r.get("stalls") else ""))
+warning = fidelity_calib.host_warning(m)
+if warning:
+    print(f"   warning: {warning}")
+    print(f"fidelity.sh: warning: {warning}", file=sys.stderr)
+EOF
+}
+
+# report_costs FILE: the ops' costs the predictions draw from (fidelity_spread.py costs).
+report_costs() {
+  python3 - "$1" "$op_spread" <<'EOF'
+import json, statistics, sys
+c = sorted(json.load(open(sys.argv[1]))["costs_s"])
+q = lambda f: 1e6 * c[round(f * (len(c) - 1))]
+print(f"== the ops' spread: {len(c)} costs, mean {1e6 * statistics.mean(c):.1f} us, median {q(0.5):.1f}, "
+      f"90th percentile {q(0.9):.1f}, largest {q(1):.0f}; each candidate predicted as the mean of {sys.argv[2]} draws")
+EOF
+}
+
+# report_situ FILE: the latency in situ (fidelity_situ.py's measurement).
+report_situ() {
+  python3 - "$1" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+if "not_measured" in m:
+    print(f"== latency in situ: none, {m['not_measured']}")
+else:
+    k = m.get("replays", 1)
+    print(f"== latency in situ: {1e6 * m['situ_latency_s']:+.0f} us on every channel, from {m['transfers']} transfers "
+          f"on the critical paths of the compute calibration's {m['iterations']} iterations"
+          + (f" in {k} replays" if k > 1 else ""))
+EOF
+}
+
+# message_lags_from FILE: the messages' spread from the lags of a latency in situ's
+# measurement (its lags_s) into message_lags, or none where it was not measured.
+message_lags_from() {
+  message_lags=()
+  if python3 - "$1" <<'EOF'; then
+import json, statistics, sys
+lags = sorted(json.load(open(sys.argv[1])).get("lags_s") or [])
+if not lags:
+    print("== the messages' spread: none, the latency in situ was not measured")
+    sys.exit(1)
+q = lambda f: 1e6 * lags[round(f * (len(lags) - 1))]
+print(f"== the messages' spread: {len(lags)} lags, mean {1e6 * statistics.mean(lags):+.1f} us, "
+      f"median {q(0.5):+.1f}, 10th and 90th percentiles {q(0.1):+.1f} and {q(0.9):+.1f}, largest {q(1):+.0f}")
+EOF
+    message_lags=(--messages "$1")
+  fi
+}
+
 # The ops: a 1F1B replay of the pipeline (its first N model stages, one per rank) at its
 # smallest micro-batch size, with its own messages on the links at the constant shaped
 # rate (the regime of the candidates' runs: ops that wait for a message wake up when it
@@ -981,34 +1077,12 @@ print(*fidelity_situ.compute_candidate(sys.argv[2]))" "$root/tools/scripts" "$ou
   python3 "$root/tools/scripts/fidelity_calib.py" compute "$out/calib/run-compute.trace.json" "$pipeline" \
     "$compute_b" "$out/pipeline-sim.json" --stall-fence "$stall_fence" >"$out/calib/compute.json"
   sim_pipeline="$out/pipeline-sim.json"
-  python3 - "$out/calib/compute.json" "$root/tools/scripts" <<'EOF'
-import json, sys
-sys.path.insert(0, sys.argv[2])
-import fidelity_calib
-m = json.load(open(sys.argv[1]))
-print(f"== calibrate compute: 1F1B at b = {m['micro_batch_size']}, each op's cost beyond its profile "
-      f"(start latency + duration excess, us):")
-for r in m["stages"]:
-    print(f"   stage {r['stage']}: {1e6 * r['op_overhead_s']:.1f} ({1e6 * r['start_latency_s']:.1f} + "
-          f"{1e6 * r['duration_excess_s']:.1f}) over {r['ops']} ops, {100 * r['overhead_share']:.1f}% of a forward"
-          + (f"; {r['stalls']} stalled ({1e6 * r['stall_mean_s']:.0f} us each on average) left out"
-             if r.get("stalls") else ""))
-warning = fidelity_calib.host_warning(m)
-if warning:
-    print(f"   warning: {warning}")
-    print(f"fidelity.sh: warning: {warning}", file=sys.stderr)
-EOF
+  report_compute "$out/calib/compute.json"
 fi
 if [ "$op_spread" -gt 0 ]; then
   python3 "$root/tools/scripts/fidelity_spread.py" costs "$out/calib/run-compute.trace.json" "$pipeline" "$compute_b" \
     "$out/calib/op-costs.json" --stall-fence "$stall_fence"
-  python3 - "$out/calib/op-costs.json" "$op_spread" <<'EOF'
-import json, statistics, sys
-c = sorted(json.load(open(sys.argv[1]))["costs_s"])
-q = lambda f: 1e6 * c[round(f * (len(c) - 1))]
-print(f"== the ops' spread: {len(c)} costs, mean {1e6 * statistics.mean(c):.1f} us, median {q(0.5):.1f}, "
-      f"90th percentile {q(0.9):.1f}, largest {q(1):.0f}; each candidate predicted as the mean of {sys.argv[2]} draws")
-EOF
+  report_costs "$out/calib/op-costs.json"
 fi
 
 # The messages' latency in a pipeline (--latency-situ on): the compute calibration's
@@ -1017,41 +1091,63 @@ fi
 # (calibration.json's situ_latency_s, which every network below reads).
 if [ "$latency_situ" = on ]; then
   python3 "$root/tools/scripts/fidelity_situ.py" "$out" --adagrouper "$adagrouper" --apply >"$out/calib/situ.json"
-  python3 - "$out/calib/situ.json" <<'EOF'
-import json, sys
-m = json.load(open(sys.argv[1]))
-if "not_measured" in m:
-    print(f"== latency in situ: none, {m['not_measured']}")
-else:
-    print(f"== latency in situ: {1e6 * m['situ_latency_s']:+.0f} us on every channel, from {m['transfers']} transfers "
-          f"on the critical paths of the compute calibration's {m['iterations']} iterations")
-EOF
+  report_situ "$out/calib/situ.json"
 fi
 # The messages' spread (--message-spread on): the predictions draw each message's latency
 # around its channel's from the lags of those transfers (calib/situ.json's lags_s).
 message_lags=()
-if [ "$message_spread" = on ]; then
-  if python3 - "$out/calib/situ.json" <<'EOF'; then
-import json, statistics, sys
-lags = sorted(json.load(open(sys.argv[1])).get("lags_s") or [])
-if not lags:
-    print("== the messages' spread: none, the latency in situ was not measured")
-    sys.exit(1)
-q = lambda f: 1e6 * lags[round(f * (len(lags) - 1))]
-print(f"== the messages' spread: {len(lags)} lags, mean {1e6 * statistics.mean(lags):+.1f} us, "
-      f"median {q(0.5):+.1f}, 10th and 90th percentiles {q(0.1):+.1f} and {q(0.9):+.1f}, largest {q(1):+.0f}")
-EOF
-    message_lags=(--messages "$out/calib/situ.json")
-  fi
-fi
+[ "$message_spread" = off ] || message_lags_from "$out/calib/situ.json"
+# What the predictions read: the first replay's calibration, or with
+# --calib-compute-spread every replay's pooled (pool_compute).
+pred_pipeline=$sim_pipeline pred_calibration="$out/calibration.json" op_costs="$out/calib/op-costs.json"
+compute_replays=1
 
 # network FILE KIND [RATES_CSV [per-channel]]: a network file with the calibrated
 # channels. KIND constant: each channel's effective rate at the constant shaped rate;
 # trace: RATES_CSV (time_s,shaped bytes/s; with per-channel, RATES_CSV-F-T.csv for
 # channel F->T where it exists) with every value times the channel's efficiency at that
 # rate, written beside FILE as FILE-F-T.csv.
+# The calibration it reads is $calibration: calibration.json, but for the predictions
+# pooled over the compute calibration's replays (pool_compute) calibration-pooled.json.
+calibration="$out/calibration.json"
 network() {
-  python3 "$root/tools/scripts/fidelity_calib.py" network "$out/calibration.json" "$rate_bytes" "$@" "${model_bucket_args[@]}"
+  python3 "$root/tools/scripts/fidelity_calib.py" network "$calibration" "$rate_bytes" "$@" "${model_bucket_args[@]}"
+}
+
+# compute_replay: one more replay of the compute calibration's 1F1B plan, at the constant
+# rate, with --calib-compute-spread measured iterations (calib/run-compute-K, K from 2).
+compute_replay() {
+  local k=$((compute_replays + 1))
+  mpi "$calib" replay --backend cpu "${replay_prio[@]}" --plan "$out/calib/plan-compute.json" \
+    --candidate "$compute_cand" --pipeline "$out/calib/pipeline-compute.json" --iterations "$calib_compute_spread" \
+    --warmup 1 --output "$out/calib/run-compute-$k.json" --timeline "$out/calib/run-compute-$k.trace.json" \
+    >"$out/calib/replay-compute-$k.log" 2>&1 || { cat "$out/calib/replay-compute-$k.log" >&2; exit 1; }
+  compute_replays=$k
+}
+
+# pool_compute: what the predictions read, from every replay of the compute calibration so
+# far pooled (--calib-compute-spread): the ops' overhead (pred_pipeline), their spread
+# (op_costs), the latency in situ (pred_calibration) and the messages' spread.
+pool_compute() {
+  local timelines="$out/calib/run-compute.trace.json" k
+  for ((k = 2; k <= compute_replays; k++)); do timelines+=",$out/calib/run-compute-$k.trace.json"; done
+  python3 "$root/tools/scripts/fidelity_calib.py" compute "$timelines" "$pipeline" "$compute_b" \
+    "$out/pipeline-sim-pooled.json" --stall-fence "$stall_fence" >"$out/calib/compute-pooled.json"
+  report_compute "$out/calib/compute-pooled.json" | sed 's/^== //; s/^/   /'
+  pred_pipeline="$out/pipeline-sim-pooled.json"
+  if [ "$op_spread" -gt 0 ]; then
+    python3 "$root/tools/scripts/fidelity_spread.py" costs "$timelines" "$pipeline" "$compute_b" \
+      "$out/calib/op-costs-pooled.json" --stall-fence "$stall_fence"
+    report_costs "$out/calib/op-costs-pooled.json" | sed 's/^== //; s/^/   /'
+    op_costs="$out/calib/op-costs-pooled.json"
+  fi
+  if [ "$latency_situ" = on ]; then
+    python3 "$root/tools/scripts/fidelity_situ.py" "$out" --adagrouper "$adagrouper" --pooled --apply \
+      >"$out/calib/situ-pooled.json"
+    report_situ "$out/calib/situ-pooled.json" | sed 's/^== //; s/^/   /'
+    pred_calibration="$out/calibration-pooled.json"
+    [ "$message_spread" = off ] || message_lags_from "$out/calib/situ-pooled.json"
+  fi
 }
 
 # drive UNROLLED LOG ORIGIN TC_OUTPUT: the preemption driver. From ORIGIN (a Unix time)
@@ -1261,7 +1357,24 @@ sys.exit(json.load(open(sys.argv[1]))["candidates"][int(sys.argv[2])].get("w_fil
     else
       cp "$dir/net-plan.json" "$dir/net-sim-$i.json"
     fi
+    [ "$calib_compute_spread" -eq 0 ] || compute_replay
   done
+
+  # With --calib-compute-spread the predictions read the compute calibration's replays
+  # pooled, and each candidate's network is made again from that calibration.
+  rm -f "$dir/compute-replays.json"
+  if [ "$compute_replays" -gt 1 ]; then
+    echo "   the compute calibration pooled over its $compute_replays replays (one after each candidate):"
+    pool_compute
+    for i in $picks; do
+      if [ "$sc" = preempted ]; then
+        calibration=$pred_calibration network "$dir/net-sim-$i.json" trace "$dir/recorded-$i.csv" per-channel
+      else
+        calibration=$pred_calibration network "$dir/net-sim-$i.json" constant
+      fi
+    done
+    echo "{\"replays\": $compute_replays}" >"$dir/compute-replays.json"
+  fi
 
   : >"$dir/pairs.txt"
   : >"$dir/pairs-aligned.txt"
@@ -1281,7 +1394,7 @@ print(" ".join(["--iterations", str(r["iterations"]), "--start-time", repr(r["st
                (["--recorded-order"] if dynamic and sys.argv[4] == "recorded" else [])))
 EOF
     # shellcheck disable=SC2046
-    local simulate=("$adagrouper" simulate --plan "$dir/plan.json" --candidate "$i" --pipeline "$sim_pipeline"
+    local simulate=("$adagrouper" simulate --plan "$dir/plan.json" --candidate "$i" --pipeline "$pred_pipeline"
       --network "$dir/net-sim-$i.json")
     # shellcheck disable=SC2046
     "${simulate[@]}" $(cat "$dir/sim-$i.args") --output "$dir/sim-$i.json" --timeline "$dir/sim-$i.trace.json" >/dev/null
@@ -1291,14 +1404,14 @@ EOF
       mv "$dir/sim-$i.json" "$dir/sim-point-$i.json"
       echo "sim-point-$i.json run-$i.json" >>"$dir/pairs-point.txt"
       # shellcheck disable=SC2046
-      python3 "$root/tools/scripts/fidelity_spread.py" predict "$out/calib/op-costs.json" "$dir/sim-$i.trace.json" \
+      python3 "$root/tools/scripts/fidelity_spread.py" predict "$op_costs" "$dir/sim-$i.trace.json" \
         "$op_spread" "$i" "$dir/sim-$i.json" "${message_lags[@]}" -- "${simulate[@]}" $(cat "$dir/sim-$i.args")
     fi
     echo "sim-$i.json run-$i.json" >>"$dir/pairs.txt"
     # Aligned: each iteration simulated on its own from the moment the measured one
     # started, so that a measured iteration and its prediction see the same rates even
     # after the two runs have drifted apart.
-    python3 - "$adagrouper" "$sim_pipeline" "$dir/net-sim-$i.json" "$dir/run-$i.json" "$dir/sim-aligned-$i.json" \
+    python3 - "$adagrouper" "$pred_pipeline" "$dir/net-sim-$i.json" "$dir/run-$i.json" "$dir/sim-aligned-$i.json" \
       "$dir/plan.json" "$i" "$dir/sim-$i.args" <<'EOF'
 import json, subprocess, sys
 exe, pipe, net, run_path, out, plan, candidate, args = sys.argv[1:9]

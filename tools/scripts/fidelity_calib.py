@@ -5,7 +5,7 @@ gives; the ops' cost beyond their profile and the pipeline it gives.
     tools/scripts/fidelity_calib.py fit CALIB_DIR SIZES LEVEL [LEVEL ...] [--bucket-bytes B] [--ring N]
                                     [--tiny-quantile Q]
     tools/scripts/fidelity_calib.py network CALIBRATION NOMINAL FILE KIND [RATES_CSV [per-channel]]
-    tools/scripts/fidelity_calib.py compute TIMELINE PIPELINE B OUT [--stall-fence K]
+    tools/scripts/fidelity_calib.py compute TIMELINE[,TIMELINE...] PIPELINE B OUT [--stall-fence K]
 
 fit: per shaped rate LEVEL (bytes/s) and channel, the effective rate R and per-message
 latency L (transfer time = L + bytes / R) from the replays tools/scripts/fidelity.sh
@@ -39,7 +39,8 @@ linearly between the calibrated levels), written beside FILE as FILE-F-T.csv. Wi
 (at least 0).
 
 compute: per stage of a replay of PIPELINE at micro-batch size B (its measured
-TIMELINE), the mean cost of an op beyond its profiled duration: from the instant the
+TIMELINE; several replays of the same plan as TIMELINE,TIMELINE,...: their ops pooled,
+"replays" in the measurement counts them), the mean cost of an op beyond its profiled duration: from the instant the
 model would start it (the later of the stage's previous op's end and its input's
 arrival) to its end, minus the profile's duration; an op that cost more than K
 interquartile ranges above its stage's third quartile (--stall-fence K; default inf,
@@ -353,20 +354,32 @@ def stage_op_costs(timeline, pipe, b):
     return per
 
 
-def compute(timeline, pipeline_path, b, out_path, fence=STALL_FENCE):
-    """The compute calibration of a replay at micro-batch size b of pipeline_path's ops
-    (its timeline): per stage, each op's cost beyond its profiled duration, from the
-    instant it could start (ready_ops) to its end, averaged over the stage's ops that did
-    not stall (beyond `fence`: stalled(); math.inf keeps every op). Writes the pipeline
-    with that overhead as each stage's op_overhead_s to out_path (with more model stages
-    than the replay had stages, the stages' mean to each; a negative mean, ops faster
-    than their profile, as 0) and returns the measurement."""
+def pooled_op_costs(timelines, pipe, b):
+    """stage_op_costs of several replays of the same pipeline and plan (a list of
+    timelines), each stage's ops of every replay together."""
+    per = {}
+    for timeline in timelines:
+        for s, ops in stage_op_costs(timeline, pipe, b).items():
+            per.setdefault(s, []).extend(ops)
+    return per
+
+
+def compute(timelines, pipeline_path, b, out_path, fence=STALL_FENCE):
+    """The compute calibration of one or more replays (a timeline, or a list of them, whose
+    ops are pooled) at micro-batch size b of pipeline_path's ops: per stage, each op's cost
+    beyond its profiled duration, from the instant it could start (ready_ops) to its end,
+    averaged over the stage's ops that did not stall (beyond `fence`: stalled(); math.inf
+    keeps every op). Writes the pipeline with that overhead as each stage's op_overhead_s
+    to out_path (with more model stages than the replay had stages, the stages' mean to
+    each; a negative mean, ops faster than their profile, as 0) and returns the
+    measurement."""
+    timelines = [timelines] if isinstance(timelines, str) else list(timelines)
     pipe = read_pipeline(pipeline_path)
-    per = stage_op_costs(timeline, pipe, b)
+    per = pooled_op_costs(timelines, pipe, b)
     stages = sorted(per)
     missing = sorted(set(range(max(stages, default=-1) + 2)) - set(stages))
     if missing[0] < len(stages) or not stages:
-        fail(f"compute: {timeline}: no op that could be measured on stage {missing[0]}")
+        fail(f"compute: {','.join(timelines)}: no op that could be measured on stage {missing[0]}")
     rows = [stage_row(s, per[s], fence) for s in stages]
     for r in rows:
         r["op_overhead_s"] = r["start_latency_s"] + r["duration_excess_s"]
@@ -384,7 +397,7 @@ def compute(timeline, pipeline_path, b, out_path, fence=STALL_FENCE):
     os.replace(out_path + ".tmp", out_path)
     # JSON has no infinity: no fence is null.
     return {"micro_batch_size": b, "stages": rows, "mean_op_overhead_s": mean,
-            "stall_fence": None if math.isinf(fence) else fence}
+            "stall_fence": None if math.isinf(fence) else fence, "replays": len(timelines)}
 
 
 # The share of a stage's forward above which the compute calibration's overhead says
@@ -523,12 +536,12 @@ def main(argv):
         if b != int(b) or b < 1:
             fail(f"compute: B: a micro-batch size (a whole number >= 1), got '{argv[3]}'")
         try:
-            json.dump(compute(argv[1], argv[2], int(b), argv[4], fence), sys.stdout, indent=1)
+            json.dump(compute(argv[1].split(","), argv[2], int(b), argv[4], fence), sys.stdout, indent=1)
         except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
             fail(f"compute: {type(e).__name__}: {e}")
     else:
         fail("usage: fidelity_calib.py fit CALIB_DIR SIZES LEVEL... | network CALIBRATION NOMINAL FILE KIND "
-             "[RATES_CSV [per-channel]] | compute TIMELINE PIPELINE B OUT [--stall-fence K] (see its first lines)")
+             "[RATES_CSV [per-channel]] | compute TIMELINE[,TIMELINE...] PIPELINE B OUT [--stall-fence K] (see its first lines)")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     tools/scripts/fidelity_resim.py [--adagrouper BIN] [--burst-bytes B|auto [--refit [--tiny-quantile Q] [--latency-quantile Q]]]
                                     [--measured-compute] [--latency-situ on|off]
                                     [--latency-scale S] [--stall-fence K] [--op-spread N]
-                                    [--message-spread on|off] OUT [OUT ...]
+                                    [--message-spread on|off] [--pooled on|off] OUT [OUT ...]
 
 For every run directory under OUT (one with pairs.txt, as tools/scripts/fidelity.sh
 writes it), each candidate is simulated again with the same plan, pipeline, network,
@@ -65,6 +65,14 @@ latency drawn around its channel's from the lags of the run's compute calibratio
 transfers (fidelity_situ.py's lags_s; fidelity_spread.py predict --messages), or none
 (off). Without it a run is re-simulated as its own prediction was made
 (message-spread.json); docs/fidelity.md, "The messages' spread".
+
+--pooled on|off: the compute calibration's replays pooled (on: fidelity.sh
+--calib-compute-spread's, calib/run-compute and run-compute-K) or its first replay alone
+(off), in place of what the run's predictions read (compute-replays.json in the run
+directory marks those that pooled): the ops' overhead (calibrated again with the run's
+own stall fence, or --stall-fence K's), their costs for the ops' spread and the latency
+in situ (measured again, where the run had it or --latency-situ on asks for it) all
+follow it; docs/fidelity.md, "The compute calibration spread over the run".
 
 Prints, per run directory and candidate, the MAPE of the run's own prediction and of
 the changed one, each with its mean signed error per iteration in parentheses (+: the
@@ -132,13 +140,21 @@ def bucket_of(d, given):
          "(a run of fidelity.sh --bucket fixed or lowest)")
 
 
+def own_pooled(d):
+    """Whether the run's own predictions read its compute calibration's replays pooled
+    (fidelity.sh --calib-compute-spread writes compute-replays.json)."""
+    return os.path.exists(os.path.join(d, "compute-replays.json"))
+
+
 def pipeline_of(d):
-    """The pipeline the run's prediction read: the nearest pipeline-sim.json (fidelity.sh
-    --calib-compute on: the profile with the ops' calibrated overhead) or pipeline.json
-    (a drawn scenario's) in d or above it, pipeline-sim.json first at each level; else
-    the file the plan names as its pipeline (a shipped scenario's)."""
+    """The pipeline the run's prediction read: the nearest pipeline-sim-pooled.json (where
+    its predictions pooled the compute calibration's replays), pipeline-sim.json
+    (fidelity.sh --calib-compute on: the profile with the ops' calibrated overhead) or
+    pipeline.json (a drawn scenario's) in d or above it, in that order at each level;
+    else the file the plan names as its pipeline (a shipped scenario's)."""
+    names = ("pipeline-sim-pooled.json",) * own_pooled(d) + ("pipeline-sim.json", "pipeline.json")
     for up in upward(d):
-        for name in ("pipeline-sim.json", "pipeline.json"):
+        for name in names:
             if os.path.exists(os.path.join(up, name)):
                 return os.path.join(up, name)
     named = [x for x in json.load(open(os.path.join(d, "plan.json"))).get("inputs", []) if x["role"] == "pipeline"]
@@ -240,39 +256,43 @@ def compare(exe, d, pairs_name, out_name):
             for c in doc["comparisons"]]
 
 
-def compute_calibration(d, option):
-    """(timeline, micro-batch size) of the compute calibration above run directory d
-    (calib/run-compute.trace.json and compute.json); `option` names the one that needs it."""
+def compute_calibration(d, option, pooled=False):
+    """(timelines, micro-batch size, the run's stall fence) of the compute calibration
+    above run directory d (calib/run-compute.trace.json and compute.json): its first
+    replay's timeline, or with `pooled` every replay's (fidelity_situ.replays); `option`
+    names the one that needs it."""
     for up in upward(d):
-        timeline = os.path.join(up, "calib", "run-compute.trace.json")
-        measured = os.path.join(up, "calib", "compute.json")
-        if os.path.exists(timeline) and os.path.exists(measured):
+        c = os.path.join(up, "calib")
+        measured = os.path.join(c, "compute.json")
+        if os.path.exists(os.path.join(c, "run-compute.trace.json")) and os.path.exists(measured):
             break
     else:
         fail(f"{d}: {option}: no calib/run-compute.trace.json and compute.json in it or above it "
              "(a run of fidelity.sh --calib-compute on)")
     try:
-        return timeline, json.load(open(measured))["micro_batch_size"]
+        doc = json.load(open(measured))
+        b, fence = doc["micro_batch_size"], doc.get("stall_fence")
     except (ValueError, KeyError, TypeError):
         fail(f"{measured}: micro_batch_size: the compute calibration's micro-batch size expected")
+    timelines = [os.path.join(c, name + ".trace.json") for name in fidelity_situ.replays(c, pooled)]
+    return timelines, b, math.inf if fence is None else fence
 
 
-def recalibrate_compute(d, pipeline, fence):
+def recalibrate_compute(d, pipeline, fence, pooled):
     """pipeline-resim.json in d: `pipeline` with each stage's op overhead calibrated again
-    from the run's compute calibration with stall fence `fence`."""
-    timeline, b = compute_calibration(d, "--stall-fence")
+    from the run's compute calibration (every replay's with `pooled`, else the first's)
+    with stall fence `fence` (None: the run's own); (its path, the measurement)."""
+    timelines, b, own_fence = compute_calibration(d, "--stall-fence" if fence is not None else "--pooled", pooled)
     out = os.path.join(d, "pipeline-resim.json")
-    fidelity_calib.compute(timeline, pipeline, b, out, fence)
-    return out
+    return out, fidelity_calib.compute(timelines, pipeline, b, out, own_fence if fence is None else fence)
 
 
-def spread_costs(d, pipeline, fence):
+def spread_costs(d, pipeline, fence, pooled):
     """The compute calibration's ops' costs beyond their profile (seconds) above run directory
-    d, less what stall fence `fence` leaves out (None: the run's own fence)."""
-    timeline, b = compute_calibration(d, "--op-spread")
-    if fence is None:
-        fence = json.load(open(os.path.join(os.path.dirname(timeline), "compute.json"))).get("stall_fence")
-    return fidelity_spread.calibration_costs(timeline, pipeline, b, math.inf if fence is None else fence)
+    d (every replay's with `pooled`, else the first's), less what stall fence `fence`
+    leaves out (None: the run's own fence)."""
+    timelines, b, own_fence = compute_calibration(d, "--op-spread", pooled)
+    return fidelity_spread.calibration_costs(timelines, pipeline, b, own_fence if fence is None else fence)
 
 
 def own_draws(d):
@@ -291,19 +311,21 @@ def own_message_spread(d):
     return os.path.exists(os.path.join(d, "message-spread.json"))
 
 
-def message_lags(exe, d):
+def message_lags(exe, d, pooled, compute=None):
     """The lags (s) of the transfers on the critical paths of the compute calibration above
-    run directory d (its calib/situ.json's, else measured again by fidelity_situ.py); None
-    where the latency in situ was not measured."""
+    run directory d, its first replay's or with `pooled` every replay's (calib/situ.json's
+    or situ-pooled.json's, else, or with `compute` the overhead of a compute calibration's
+    measurement, measured again by fidelity_situ.py); None where the latency in situ was
+    not measured."""
     for up in upward(d):
         if os.path.exists(os.path.join(up, "calibration.json")) and os.path.isdir(os.path.join(up, "calib")):
             break
     else:
         fail(f"{d}: --message-spread: no calibration.json and calib/ in it or above it")
-    path = os.path.join(up, "calib", "situ.json")
-    doc = json.load(open(path)) if os.path.exists(path) else {}
+    path = os.path.join(up, "calib", "situ-pooled.json" if pooled else "situ.json")
+    doc = json.load(open(path)) if os.path.exists(path) and compute is None else {}
     if "lags_s" not in doc:
-        doc = fidelity_situ.measure(up, exe)
+        doc = fidelity_situ.measure(up, exe, pooled, compute)
     return doc.get("lags_s") or None
 
 
@@ -321,32 +343,44 @@ def simulate_drawn(base, d, i, draws, costs, out, lags=None):
     fidelity_spread.predict(base, fidelity_spread.predicted_ops(timeline), costs, draws, i, out, messages)
 
 
-def situ_change(exe, d, situ, refitted):
-    """What --latency-situ adds to each channel's latency of run directory d's networks:
-    the latency in situ of its compute calibration (situ "on") or none ("off"), less what
-    its own networks already had (nothing where the channels are refitted)."""
+def situ_change(exe, d, situ, refitted, pooled, compute=None):
+    """What --latency-situ and --pooled add to each channel's latency of run directory d's
+    networks: the latency in situ of its compute calibration (situ "on"; None: as the run
+    had it, on or off), its first replay's or with `pooled` every replay's (with
+    `compute`, the overhead of that compute calibration's measurement), or none ("off"),
+    less what its own networks already had (nothing where the channels are refitted)."""
     for up in upward(d):
         if os.path.exists(os.path.join(up, "calibration.json")) and os.path.isdir(os.path.join(up, "calib")):
             break
     else:
         fail(f"{d}: --latency-situ: no calibration.json and calib/ in it or above it")
-    want = fidelity_situ.measure(up, exe)["situ_latency_s"] if situ == "on" else 0.0
-    had = 0.0 if refitted else json.load(open(os.path.join(up, "calibration.json"))).get("situ_latency_s", 0.0)
+    own = json.load(open(os.path.join(up, "calibration-pooled.json" if own_pooled(d) else "calibration.json")))
+    if situ is None:
+        situ = "on" if "situ_latency_s" in own else "off"
+    want = fidelity_situ.measure(up, exe, pooled, compute)["situ_latency_s"] if situ == "on" else 0.0
+    had = 0.0 if refitted else own.get("situ_latency_s", 0.0)
     return want - had
 
 
 def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quantile=None, fence=None,
-          latency_quantile=None, situ=None, spread=None, message_spread=None):
+          latency_quantile=None, situ=None, spread=None, message_spread=None, pooled=None):
     pairs = [line.split() for line in open(os.path.join(d, "pairs.txt")) if line.strip()]
     pipeline = pipeline_of(d)
-    if fence is not None:
-        pipeline = recalibrate_compute(d, pipeline, fence)
+    # --pooled: the compute calibration's replays pooled (True) or its first alone (False),
+    # in place of what the run's predictions read; the overhead, the costs and the latency
+    # in situ all follow it.
+    use_pooled = own_pooled(d) if pooled is None else pooled
+    compute = None
+    if fence is not None or pooled is not None:
+        pipeline, measured = recalibrate_compute(d, pipeline, fence, use_pooled)
+        compute = measured if pooled is not None else None
     costs = None
     refitted = refit(d, burst, tiny_quantile, latency_quantile) if with_refit else None
-    latency_add = situ_change(exe, d, situ, refitted) if situ is not None else None
+    changes_situ = situ is not None or pooled is not None
+    latency_add = situ_change(exe, d, situ, refitted, use_pooled, compute) if changes_situ else None
     if message_spread is None:
         message_spread = "on" if own_message_spread(d) else "off"
-    lags = message_lags(exe, d) if message_spread == "on" else None
+    lags = message_lags(exe, d, use_pooled, compute) if message_spread == "on" else None
     with open(os.path.join(d, "pairs-resim.txt"), "w") as out:
         for sim_name, run_name in pairs:
             i = re.fullmatch(r"sim-(\d+)\.json", sim_name)
@@ -363,7 +397,7 @@ def resim(exe, d, burst, with_refit, measured_compute, latency_scale, tiny_quant
                     "--network", resim_network(d, i, burst, refitted, latency_scale, latency_add), *args]
             draws = own_draws(d) if spread is None and not measured_compute else (spread or 0)
             if draws:
-                costs = costs or spread_costs(d, pipeline_of(d), fence)
+                costs = costs or spread_costs(d, pipeline_of(d), fence, use_pooled)
                 simulate_drawn(base, d, i, draws, costs, os.path.join(d, f"sim-resim-{i}.json"), lags)
             else:
                 call(base + ["--output", os.path.join(d, f"sim-resim-{i}.json")])
@@ -403,6 +437,8 @@ def main():
                     "compute calibration's (0: every op at the mean; default: as the run's own prediction)")
     ap.add_argument("--message-spread", help="on: with the ops' spread, each message's latency drawn from the lags "
                     "of the compute calibration's transfers; off: at the channel's (default: as the run's own)")
+    ap.add_argument("--pooled", help="on: the compute calibration's replays pooled (fidelity.sh "
+                    "--calib-compute-spread); off: its first replay alone (default: as the run's own)")
     ap.add_argument("out", nargs="+")
     ap.error = fail  # one line, exit 2
     a = ap.parse_args()
@@ -421,10 +457,12 @@ def main():
         fail("--message-spread on: needs the ops' spread (the messages are drawn with the ops' draws)")
     if a.latency_situ not in (None, "on", "off"):
         fail(f"--latency-situ: on or off, got '{a.latency_situ}'")
+    if a.pooled not in (None, "on", "off"):
+        fail(f"--pooled: on or off, got '{a.pooled}'")
     if (a.burst_bytes is None and not a.measured_compute and a.latency_scale is None and a.stall_fence is None
-            and a.latency_situ is None and a.op_spread is None and a.message_spread is None):
+            and a.latency_situ is None and a.op_spread is None and a.message_spread is None and a.pooled is None):
         fail("nothing to change: give --burst-bytes B|auto, --measured-compute, --latency-scale S, --stall-fence K, "
-             "--latency-situ on|off, --op-spread N or --message-spread on|off")
+             "--latency-situ on|off, --op-spread N, --message-spread on|off or --pooled on|off")
     if a.refit and a.burst_bytes is None:
         fail("--refit: needs --burst-bytes (the bucket the fit assumes)")
     if a.tiny_quantile is not None:
@@ -441,7 +479,8 @@ def main():
     for d in run_dirs(a.out):
         burst = bucket_of(d, a.burst_bytes) if a.burst_bytes is not None else 0.0
         base, changed = resim(a.adagrouper, d, burst, a.refit, a.measured_compute, a.latency_scale, a.tiny_quantile,
-                              a.stall_fence, a.latency_quantile, a.latency_situ, a.op_spread, a.message_spread)
+                              a.stall_fence, a.latency_quantile, a.latency_situ, a.op_spread, a.message_spread,
+                              None if a.pooled is None else a.pooled == "on")
         shown = burst if a.burst_bytes is not None else own_bucket(d)
         rows += [(d, label, shown, m0, e0, m1, e1) for (label, m0, e0), (_, m1, e1) in zip(base, changed)]
     refit_txt = "refit" + "".join(f", {what} {q:g}" for what, q in (("tiny quantile", a.tiny_quantile),
@@ -453,7 +492,8 @@ def main():
                                        (f"stall fence {a.stall_fence}", a.stall_fence is not None),
                                        (f"latency in situ {a.latency_situ}", a.latency_situ is not None),
                                        (f"ops' spread, {a.op_spread} draws", a.op_spread is not None),
-                                       (f"messages' spread {a.message_spread}", a.message_spread is not None)) if on)
+                                       (f"messages' spread {a.message_spread}", a.message_spread is not None),
+                                       (f"pooled {a.pooled}", a.pooled is not None)) if on)
     print(f"{'run directory':40} {'candidate':28} {'bucket B':>9} {'MAPE % (signed)':>16}  {what}")
     for d, label, burst, m0, e0, m1, e1 in rows:
         print(f"{d[-40:]:40} {label[:28]:28} {burst:9.6g} {m0:7.2f} ({e0:+6.2f}) {m1:13.2f} ({e1:+6.2f})")

@@ -2,7 +2,7 @@
 # The latency that the messages an op waits for have in a pipeline run, from the compute calibration's replay.
 """How much later than the calibrated links say the messages an op waits for arrive, in a pipeline.
 
-    tools/scripts/fidelity_situ.py OUT [--adagrouper BIN] [--apply]
+    tools/scripts/fidelity_situ.py OUT [--adagrouper BIN] [--pooled] [--apply]
 
 OUT is the output directory of a tools/scripts/fidelity.sh run with --calib-compute on:
 its calibration.json (the links' fit) and calib/ (the compute calibration's 1F1B replay:
@@ -30,11 +30,21 @@ less simulated, s), whose mean it is: the spread that fidelity_spread.py --messa
 draws from. The measurement itself ignores a situ_latency_s
 already there.
 
+--pooled: the compute calibration of fidelity.sh --calib-compute-spread N, which
+replayed the same 1F1B plan again after each candidate (calib/run-compute-2,
+run-compute-3, ...): every replay is simulated with the overhead of all of them pooled
+(calib/compute-pooled.json), and the latency in situ is the mean over the transfers on
+the critical paths of every replay's iterations. --apply then writes a copy of
+calibration.json with it as calibration-pooled.json, and leaves calibration.json (the
+first replay's) as it is.
+
 Exit status 2 with one line on bad arguments or a run without the files above.
 """
 import argparse
+import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -66,15 +76,29 @@ def compute_candidate(plan_path):
     return i, b
 
 
-def simulate(out, exe):
-    """Simulates the compute calibration's replay as the model sees it; (measured
-    summary, the simulated one's path)."""
+def replays(c, pooled):
+    """The compute calibration's replays in calib/ directory c that the measurement reads
+    (names without .json): run-compute, and with `pooled` the later ones in their order
+    (run-compute-2, run-compute-3, ...: fidelity.sh --calib-compute-spread)."""
+    later = []
+    if pooled:
+        for path in glob.glob(os.path.join(c, "run-compute-*.json")):
+            m = re.fullmatch(r"run-compute-(\d+)\.json", os.path.basename(path))
+            if m:
+                later.append(int(m.group(1)))
+    return ["run-compute"] + [f"run-compute-{k}" for k in sorted(later)]
+
+
+def simulate(out, exe, replay, overhead):
+    """Simulates one of the compute calibration's replays (calib/REPLAY.json) as the model
+    sees it, with the ops' overhead of a compute calibration's measurement (its stages);
+    (measured summary, the simulated one's path: situ-sim.json, or situ-sim-K.json for
+    run-compute-K)."""
     c = os.path.join(out, "calib")
-    run = load(os.path.join(c, "run-compute.json"))
-    overhead = load(os.path.join(c, "compute.json")).get("stages", [])
+    run = load(os.path.join(c, replay + ".json"))
     pipe = load(os.path.join(c, "pipeline-compute.json"))
     if len(overhead) != len(pipe.get("stages", [])):
-        fail(f"{c}/compute.json: stages: one per stage of pipeline-compute.json expected")
+        fail(f"{c}: the compute calibration's stages: one per stage of pipeline-compute.json expected")
     for st, row in zip(pipe["stages"], overhead):
         st["op_overhead_s"] = max(0.0, row.get("op_overhead_s", 0.0))
     with open(os.path.join(c, "situ-pipeline.json"), "w") as f:
@@ -84,7 +108,7 @@ def simulate(out, exe):
     top = max(lv["nominal_bytes_per_s"] for lv in cal["levels"])
     net = os.path.join(c, "situ-net.json")
     fidelity_calib.network(cal_path, top, net, "constant", bucket=cal.get("bucket_bytes", 0.0), situ=False)
-    sim = os.path.join(c, "situ-sim.json")
+    sim = os.path.join(c, "situ-sim" + replay[len("run-compute"):] + ".json")
     r = subprocess.run([exe, "simulate", "--plan", os.path.join(c, "plan-compute.json"), "--candidate",
                         str(compute_candidate(os.path.join(c, "plan-compute.json"))[0]), "--pipeline",
                         os.path.join(c, "situ-pipeline.json"), "--network", net, "--iterations",
@@ -95,38 +119,48 @@ def simulate(out, exe):
     return run, sim
 
 
-def measure(out, exe):
-    """The latency in situ of run directory `out` and the steps it comes from."""
+def measure(out, exe, pooled=False, compute=None):
+    """The latency in situ of run directory `out` and the steps it comes from: of its
+    compute calibration's first replay with calib/compute.json's overhead, or with
+    `pooled` of every replay (replays()) with calib/compute-pooled.json's, their
+    transfers together. `compute`, a compute calibration's measurement
+    (fidelity_calib.compute's), gives the overhead in place of that file's."""
     c = os.path.join(out, "calib")
-    for name in ("plan-compute.json", "pipeline-compute.json", "compute.json", "run-compute.json",
-                 "run-compute.trace.json"):
-        if not os.path.exists(os.path.join(c, name)):
-            fail(f"{c}/{name}: missing (a run of fidelity.sh --calib-compute on)")
+    name = "compute-pooled.json" if pooled else "compute.json"
+    names = replays(c, pooled)
+    for f in ["plan-compute.json", "pipeline-compute.json"] + ([name] if compute is None else []) + [
+            n + ext for n in names for ext in (".json", ".trace.json")]:
+        if not os.path.exists(os.path.join(c, f)):
+            fail(f"{c}/{f}: missing (a run of fidelity.sh --calib-compute on)")
     if not os.path.exists(os.path.join(out, "calibration.json")):
         fail(f"{out}/calibration.json: missing (a fidelity.sh run's output directory?)")
-    warning = fidelity_calib.host_warning(load(os.path.join(c, "compute.json")))
+    if compute is None:
+        compute = load(os.path.join(c, name))
+    warning = fidelity_calib.host_warning(compute)
     if warning:
         return {"situ_latency_s": 0.0, "not_measured": f"the compute calibration's host was short of CPU: {warning}"}
-    run, sim = simulate(out, exe)
-    measured = fidelity_path.Timeline(os.path.join(c, "run-compute.trace.json"))
-    simulated = fidelity_path.Timeline(sim[:-5] + ".trace.json")
-    graph = fidelity_path.Graph(measured)
     steps = dict.fromkeys(fidelity_path.CLASSES, 0.0)
     counts = dict.fromkeys(fidelity_path.CLASSES, 0)
-    path = []
-    for it in range(len(run["iteration_times_s"])):
-        walked = fidelity_path.walk_iteration(measured, simulated, graph, {}, it, path)
-        if not walked:
-            continue
-        _, s, n, _ = walked
-        for k in fidelity_path.CLASSES:
-            steps[k] += s[k]
-            counts[k] += n[k]
+    path, iterations = [], 0
+    for name in names:
+        run, sim = simulate(out, exe, name, compute.get("stages", []))
+        measured = fidelity_path.Timeline(os.path.join(c, name + ".trace.json"))
+        simulated = fidelity_path.Timeline(sim[:-5] + ".trace.json")
+        graph = fidelity_path.Graph(measured)
+        iterations += len(run["iteration_times_s"])
+        for it in range(len(run["iteration_times_s"])):
+            walked = fidelity_path.walk_iteration(measured, simulated, graph, {}, it, path)
+            if not walked:
+                continue
+            _, s, n, _ = walked
+            for k in fidelity_path.CLASSES:
+                steps[k] += s[k]
+                counts[k] += n[k]
     if not counts["transfer"]:
-        fail(f"{c}/run-compute.trace.json: no transfer on the replay's critical paths")
+        fail(f"{c}/{names[0]}.trace.json: no transfer on the replay's critical paths")
     lags = [step[0] * 1e-6 for step in path if step[1] == "transfer"]
     return {"situ_latency_s": steps["transfer"] / counts["transfer"] * 1e-6, "transfers": counts["transfer"],
-            "iterations": len(run["iteration_times_s"]), "steps_us": steps, "counts": counts, "lags_s": lags}
+            "iterations": iterations, "replays": len(names), "steps_us": steps, "counts": counts, "lags_s": lags}
 
 
 def main():
@@ -134,17 +168,19 @@ def main():
     ap.add_argument("out", help="a fidelity.sh output directory (calibration.json, calib/)")
     ap.add_argument("--adagrouper", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "adagrouper"))
     ap.add_argument("--apply", action="store_true", help="write it into calibration.json as situ_latency_s")
+    ap.add_argument("--pooled", action="store_true",
+                    help="every replay of the compute calibration pooled; --apply writes calibration-pooled.json")
     ap.error = fail
     a = ap.parse_args()
     if not os.path.isdir(a.out):
         fail(f"{a.out}: not a directory")
     if not os.access(a.adagrouper, os.X_OK):
         fail(f"--adagrouper: {a.adagrouper} is not an executable (build it: tools/run.sh build)")
-    m = measure(a.out, a.adagrouper)
+    m = measure(a.out, a.adagrouper, a.pooled)
     if a.apply:
-        path = os.path.join(a.out, "calibration.json")
-        cal = load(path)
+        cal = load(os.path.join(a.out, "calibration.json"))
         cal["situ_latency_s"] = m["situ_latency_s"]
+        path = os.path.join(a.out, "calibration-pooled.json" if a.pooled else "calibration.json")
         with open(path + ".tmp", "w") as f:  # renamed when complete
             json.dump(cal, f, indent=1)
             f.write("\n")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The ops' and messages' spread in the fidelity testbed's prediction, drawn from the compute calibration's.
 
-    tools/scripts/fidelity_spread.py costs TIMELINE PIPELINE B OUT [--stall-fence K]
+    tools/scripts/fidelity_spread.py costs TIMELINE[,TIMELINE...] PIPELINE B OUT [--stall-fence K]
     tools/scripts/fidelity_spread.py predict COSTS TIMELINE DRAWS TAG OUT [--messages SITU] -- ADAGROUPER simulate ARGS...
 
 The model gives every op its profile plus the stage's op overhead, the mean cost per op
@@ -12,8 +12,9 @@ input), their spread lengthens the wait on average even when the mean is right, 
 prediction with every op at the mean is fast (docs/fidelity.md, "The ops' spread").
 
 costs: the compute calibration's ops' costs beyond their profile (TIMELINE, a 1F1B
-replay of PIPELINE at micro-batch size B, measured as fidelity_calib.py compute measures
-them: start latency plus the run past the profile), every stage's together, without
+replay of PIPELINE at micro-batch size B, or several such replays joined by commas,
+pooled; measured as fidelity_calib.py compute measures them: start latency plus the
+run past the profile), every stage's together, without
 the ops that stage's --stall-fence K leaves out (default inf: none), written to OUT as
 JSON: {"costs_s": [...], "mean_s": M}.
 
@@ -56,16 +57,18 @@ def fail(msg):
     sys.exit(2)
 
 
-def calibration_costs(timeline, pipeline, b, fence=math.inf):
-    """The costs (s) of the compute calibration's ops beyond their profile, every stage's,
-    less those its stall fence leaves out (fidelity_calib.stalled)."""
-    per = fidelity_calib.stage_op_costs(timeline, fidelity_calib.read_pipeline(pipeline), b)
+def calibration_costs(timelines, pipeline, b, fence=math.inf):
+    """The costs (s) of the compute calibration's ops beyond their profile (one replay's
+    timeline, or a list of them pooled), every stage's, less those its stall fence leaves
+    out (fidelity_calib.stalled)."""
+    timelines = [timelines] if isinstance(timelines, str) else list(timelines)
+    per = fidelity_calib.pooled_op_costs(timelines, fidelity_calib.read_pipeline(pipeline), b)
     costs = []
     for ops in per.values():
         total = [x + y for x, y in ops]
         costs += [c * 1e-6 for c, out in zip(total, fidelity_calib.stalled(total, fence)) if not out]
     if not costs:
-        fail(f"costs: {timeline}: the compute calibration has no op to draw a cost from")
+        fail(f"costs: {','.join(timelines)}: the compute calibration has no op to draw a cost from")
     return costs
 
 
@@ -216,7 +219,7 @@ def draws_arg(text, what, fail_with=fail):
 
 
 def main(argv):
-    usage = ("usage: fidelity_spread.py costs TIMELINE PIPELINE B OUT [--stall-fence K] | "
+    usage = ("usage: fidelity_spread.py costs TIMELINE[,TIMELINE...] PIPELINE B OUT [--stall-fence K] | "
              "predict COSTS TIMELINE DRAWS TAG OUT [--messages SITU] -- ADAGROUPER simulate ARGS... (see its first lines)")
     if argv[:1] == ["costs"]:
         rest = argv[1:]
@@ -230,7 +233,8 @@ def main(argv):
         if len(rest) != 4:
             fail(usage)
         timeline, pipeline, b, out = rest
-        costs = calibration_costs(timeline, pipeline, fidelity_calib.number(b, "B", fail, "a micro-batch size"), fence)
+        costs = calibration_costs(timeline.split(","), pipeline, fidelity_calib.number(b, "B", fail, "a micro-batch size"),
+                                  fence)
         with open(out + ".tmp", "w") as f:
             json.dump({"costs_s": costs, "mean_s": sum(costs) / len(costs)}, f)
         os.replace(out + ".tmp", out)
