@@ -2562,6 +2562,14 @@ TEST(Testbed, ReducedRunSpreadsTheComputeCalibrationOverTheRun) {
   ASSERT_EQ(rc, 0) << off;
   EXPECT_THAT(off, HasSubstr("pooled off")) << off;
   EXPECT_EQ(std::distance(std::sregex_iterator(off.begin(), off.end(), row), std::sregex_iterator()), 2) << off;
+  // A pooled calibration that does not match the replay's stages is one line naming the
+  // file and the field.
+  json one_stage = pooled;
+  one_stage["stages"].erase(1);
+  std::ofstream(calib / "compute-pooled.json") << one_stage.dump();
+  expect_refused("fidelity_situ.py",
+                 fmt::format("'{}' --adagrouper '{}/adagrouper' --pooled", tmp.path().string(), BUILD_ROOT),
+                 (calib / "compute-pooled.json").string() + ": stages: one per stage of");
 #endif
 }
 

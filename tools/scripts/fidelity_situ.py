@@ -89,16 +89,16 @@ def replays(c, pooled):
     return ["run-compute"] + [f"run-compute-{k}" for k in sorted(later)]
 
 
-def simulate(out, exe, replay, overhead):
+def simulate(out, exe, replay, overhead, source):
     """Simulates one of the compute calibration's replays (calib/REPLAY.json) as the model
-    sees it, with the ops' overhead of a compute calibration's measurement (its stages);
-    (measured summary, the simulated one's path: situ-sim.json, or situ-sim-K.json for
-    run-compute-K)."""
+    sees it, with the ops' overhead of a compute calibration's measurement (its stages;
+    `source` names where it came from, for the error); (measured summary, the simulated
+    one's path: situ-sim.json, or situ-sim-K.json for run-compute-K)."""
     c = os.path.join(out, "calib")
     run = load(os.path.join(c, replay + ".json"))
     pipe = load(os.path.join(c, "pipeline-compute.json"))
     if len(overhead) != len(pipe.get("stages", [])):
-        fail(f"{c}: the compute calibration's stages: one per stage of pipeline-compute.json expected")
+        fail(f"{source}: stages: one per stage of {c}/pipeline-compute.json expected")
     for st, row in zip(pipe["stages"], overhead):
         st["op_overhead_s"] = max(0.0, row.get("op_overhead_s", 0.0))
     with open(os.path.join(c, "situ-pipeline.json"), "w") as f:
@@ -134,8 +134,10 @@ def measure(out, exe, pooled=False, compute=None):
             fail(f"{c}/{f}: missing (a run of fidelity.sh --calib-compute on)")
     if not os.path.exists(os.path.join(out, "calibration.json")):
         fail(f"{out}/calibration.json: missing (a fidelity.sh run's output directory?)")
+    source = "the compute calibration measured again (not a file)"
     if compute is None:
-        compute = load(os.path.join(c, name))
+        source = os.path.join(c, name)
+        compute = load(source)
     warning = fidelity_calib.host_warning(compute)
     if warning:
         return {"situ_latency_s": 0.0, "not_measured": f"the compute calibration's host was short of CPU: {warning}"}
@@ -143,7 +145,7 @@ def measure(out, exe, pooled=False, compute=None):
     counts = dict.fromkeys(fidelity_path.CLASSES, 0)
     path, iterations = [], 0
     for name in names:
-        run, sim = simulate(out, exe, name, compute.get("stages", []))
+        run, sim = simulate(out, exe, name, compute.get("stages", []), source)
         measured = fidelity_path.Timeline(os.path.join(c, name + ".trace.json"))
         simulated = fidelity_path.Timeline(sim[:-5] + ".trace.json")
         graph = fidelity_path.Graph(measured)
