@@ -23,33 +23,12 @@ namespace {
 
 using Kind = planner::ProgramEntry::Kind;
 
-// The pipeline the plan was made from: --pipeline, the plan's pipeline input, or, for a
-// plan made with `plan --model`, the model cut at the plan's partition bounds (what the
-// planner ran).
+// The pipeline the plan was made from: --pipeline, or the plan's own
+// (planner::planned_pipeline).
 sim::Pipeline planned_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
-  plan.pipeline_source =
-      options.pipeline_path.empty() ? sim::plan_input_path(root, "pipeline", true) : options.pipeline_path;
+  plan.pipeline_source = options.pipeline_path;
   if (!plan.pipeline_source.empty()) return sim::load_pipeline(plan.pipeline_source);
-  const std::string model = sim::plan_input_path(root, "model", true);
-  if (model.empty() || !root.has("partition"))
-    root.fail("has no pipeline or model among its inputs (no durations to replay); give --pipeline FILE");
-  const Field bounds_field = root.at("partition").at("bounds");
-  bounds_field.require_array();
-  const planner::Model m = planner::load_model(model);
-  if (bounds_field.size() < static_cast<std::size_t>(plan.stages) + 1)
-    bounds_field.fail(fmt::format("has {} entries, the plan's {} stages need at least {}", bounds_field.size(),
-                                  plan.stages, plan.stages + 1));
-  // 0 = b_0 < b_1 < ... < b_J = the model's layers: every model stage holds at least one layer.
-  std::vector<int> bounds;
-  const std::size_t last = bounds_field.size() - 1;
-  for (std::size_t i = 0; i <= last; ++i) {
-    const int b = bounds_field.at(i).int_in(0, m.num_layers());
-    if ((i == 0 && b != 0) || (i == last && b != m.num_layers()) || (i > 0 && b <= bounds.back()))
-      bounds_field.at(i).fail(fmt::format("bounds must rise from 0 to the model's {} layers", m.num_layers()));
-    bounds.push_back(b);
-  }
-  plan.pipeline_source = fmt::format("{} cut at {}", model, bounds_field.json().dump());
-  return planner::pipeline_of(m, bounds, plan.global_batch_size, plan.memory_limit_bytes.value_or(0.0));
+  return planner::planned_pipeline(root, plan.pipeline_source);
 }
 
 // The candidate to replay: the chosen plan, or candidates[options.candidate].
@@ -81,8 +60,8 @@ void read_candidate(const Field& root, const Field& pick, ReplayPlan& plan) {
 }
 
 // Durations and bytes at b, per model stage, from the pipeline the plan was made from,
-// merged to the candidate's model stages when it has more; returns that pipeline.
-sim::Pipeline read_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
+// merged to the candidate's model stages when it has more.
+void read_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
   sim::Pipeline pipeline = planned_pipeline(root, options, plan);
   const int wanted = plan.stages * plan.spec.virtual_stages;
   if (pipeline.num_stages() < wanted || pipeline.num_stages() % wanted != 0)
@@ -96,29 +75,28 @@ sim::Pipeline read_pipeline(const Field& root, const ReplayPlanOptions& options,
   // The ranks run the profiles; the op overhead a pipeline may give is what a host adds.
   plan.params = pipeline.without_op_overhead().at(plan.micro_batch_size,
                                                    fmt::format("{}: micro_batch_size", plan.source));
-  return pipeline;
 }
 
 // What the plan would record for a candidate it did not choose: its schedule, or with
-// dynamic W fill the order of the first iteration of the plan's evaluation
+// dynamic W fill the order of the first iteration of the plan's evaluation, made on the
+// plan's own pipeline and network whatever --pipeline gives the ranks to run
 // (planner::planned_order).
-sim::Schedule deployed_order(const ReplayPlanOptions& options, const ReplayPlan& plan, const sim::Pipeline& pipeline,
+sim::Schedule deployed_order(const Field& root, const ReplayPlanOptions& options, const ReplayPlan& plan,
                              sim::Schedule schedule) {
   if (schedule.spec.w_fill != sim::WFill::Dynamic) return schedule;
   const sim::PlannedRun run = sim::load_planned_run(plan.source, options.candidate);
-  return planner::planned_order(run, pipeline, sim::load_planned_network(run, plan.source, traces::TraceRates()),
+  return planner::planned_order(run, root, sim::load_planned_network(run, plan.source, traces::TraceRates()),
                                 std::move(schedule));
 }
 
 // The candidate's schedule: where its model stages run, the channels between them, and
 // its programs. The chosen candidate's programs are the plan's `devices`; another's,
 // the planner's own from the order the plan would record for it.
-void read_programs(const Field& root, const ReplayPlanOptions& options, const sim::Pipeline& pipeline,
-                   ReplayPlan& plan) {
+void read_programs(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
   sim::Schedule schedule = sim::make_schedule(plan.spec, plan.stages, plan.micro_batches);
   place_model_stages(plan, schedule);
   if (!plan.chosen) {
-    plan.programs = planner::device_programs(deployed_order(options, plan, pipeline, std::move(schedule)), plan.params);
+    plan.programs = planner::device_programs(deployed_order(root, options, plan, std::move(schedule)), plan.params);
     return;
   }
   const Field devices = root.at("devices");
@@ -162,8 +140,8 @@ ReplayPlan load_replay_plan(const std::string& plan_path, const ReplayPlanOption
   if (root.has("memory_limit_bytes") && !root.at("memory_limit_bytes").json().is_null())
     plan.memory_limit_bytes = root.at("memory_limit_bytes").positive();
   read_candidate(root, pick_candidate(root, options), plan);
-  const sim::Pipeline pipeline = read_pipeline(root, options, plan);
-  read_programs(root, options, pipeline, plan);
+  read_pipeline(root, options, plan);
+  read_programs(root, options, plan);
   for (int s = 0; s < plan.stages; ++s) index_program(plan, s);  // every entry in its place
   return plan;
 }

@@ -67,8 +67,8 @@ candidate runs fewer model stages (`plan --devices`). Without --candidate the ch
 plan's own `devices` programs run; --candidate I replays candidate I of the plan, with
 the programs the planner makes for its schedule, k, virtual stages and micro-batch size
 (with dynamic W fill, from the order the fill executed in the first iteration of the
-plan's evaluation, on the plan's network input: what the plan would record were that
-candidate chosen). With --w-fill runtime (cpu backend) such a candidate's W ops are
+plan's evaluation, on the plan's own pipeline and network inputs, whatever --pipeline
+gives: what the plan would record were that candidate chosen). With --w-fill runtime (cpu backend) such a candidate's W ops are
 placed as the run goes instead, by the simulator's rule: before each other op the
 compute stream runs the oldest pending W ops while it holds P of them or that op's
 input has not arrived yet (docs/model.md section 14, docs/fidelity.md).

@@ -187,17 +187,6 @@ sim::Schedule deployed_schedule(const sim::Scenario& evaluation) {
   return plan_steps::fixed_first_order(sch.spec, sch.num_stages(), evaluation.micro_batches(), std::move(r.executed.front()));
 }
 
-sim::Schedule planned_order(const sim::PlannedRun& run, const sim::Pipeline& pipeline,
-                            const sim::NetworkSpec& network_input, sim::Schedule schedule) {
-  if (schedule.spec.w_fill != sim::WFill::Dynamic) return schedule;
-  sim::Network network = network_input.bind(run.stages);
-  network.set_measured_rates(run.measured_rates);
-  sim::Scenario evaluation =
-      sim::make_scenario(pipeline, std::move(network), std::move(schedule), run.micro_batch_size, run.iterations);
-  evaluation.start_time_s = run.start_time_s;
-  return deployed_schedule(evaluation);
-}
-
 PlanResult make_plan(const sim::Pipeline& pipeline, const sim::Network& network, const PlanOptions& options) {
   check_options(pipeline, options);
   PlanResult res;

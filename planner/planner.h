@@ -172,12 +172,19 @@ PlanResult make_plan(const sim::Pipeline& pipeline, const sim::Network& network,
 // any other schedule, itself.
 sim::Schedule deployed_schedule(const sim::Scenario& evaluation);
 
-// The order a plan would record for its candidate `run` (of `schedule`, on `pipeline`'s
-// model stages) were it chosen: deployed_schedule of the plan's evaluation (its
-// iterations and start) on `network_input` (sim::load_planned_network) with the rates
-// the plan measured.
-sim::Schedule planned_order(const sim::PlannedRun& run, const sim::Pipeline& pipeline,
-                            const sim::NetworkSpec& network_input, sim::Schedule schedule);
+// The pipeline a plan (its root) evaluated its candidates on: its pipeline input (as
+// sim::plan_input_path finds it), or for a plan made with `plan --model` the model cut at
+// the plan's partition bounds; `source` names it. InputError naming the field when the
+// plan has neither, or the file is not there.
+sim::Pipeline planned_pipeline(const Field& plan, std::string& source);
+
+// The order a plan would record for its candidate `run` (of `schedule`) were it chosen:
+// deployed_schedule of the plan's evaluation (its iterations and start) on the plan's own
+// pipeline (planned_pipeline, merged to the candidate's model stages) and on
+// `network_input` (sim::load_planned_network) with the rates the plan measured. It is
+// the plan's, whatever pipeline a replay runs or a simulation times: both run this order.
+sim::Schedule planned_order(const sim::PlannedRun& run, const Field& plan, const sim::NetworkSpec& network_input,
+                            sim::Schedule schedule);
 
 // --- device programs ------------------------------------------------------------
 

@@ -153,7 +153,8 @@ void add_simulate_options(po::options_description& o) {
        "with --plan: run the compute order of the candidate's device programs in every iteration, as a "
        "runtime that executes them does (the chosen one's are the plan's devices; another's those it would "
        "hold): with dynamic W fill the W ops stay where the first iteration of the plan's evaluation put "
-       "them, instead of filling each iteration's idle time anew (the plan's deployed_iteration_time_s)");
+       "them, on the plan's own pipeline and network, instead of filling each iteration's idle time anew "
+       "(the plan's deployed_iteration_time_s)");
   // clang-format on
   add_schedule_options(o);
 }
@@ -231,16 +232,16 @@ void fit_to_plan(Pipeline& pipeline, const PlannedRun& run) {
 // programs runs, a static order. The chosen candidate's are the plan's `devices` (`source`
 // names them for the checks of a custom order); another's are those the plan would hold
 // were it chosen (planner::planned_order: its own order, or with dynamic W fill the order
-// of the first iteration of the plan's evaluation, on the network the plan evaluated).
-Schedule recorded_schedule(const PlannedRun& run, const Pipeline& pipeline, const Scenario& scenario,
-                           const std::string& plan_path, std::string& source) {
-  if (!run.chosen) {
-    if (scenario.schedule.spec.w_fill != WFill::Dynamic) return scenario.schedule;  // needs no network
-    return planner::planned_order(run, pipeline, load_planned_network(run, plan_path, traces::TraceRates()),
-                                  scenario.schedule);
-  }
+// of the first iteration of the plan's evaluation, on the pipeline and network the plan
+// evaluated, whatever --pipeline and --network time the run).
+Schedule recorded_schedule(const PlannedRun& run, const Scenario& scenario, const std::string& plan_path,
+                           std::string& source) {
+  if (!run.chosen && scenario.schedule.spec.w_fill != WFill::Dynamic) return scenario.schedule;  // needs no plan
   const nlohmann::json doc = read_json_file(plan_path);
   const Field root(doc, plan_path);
+  if (!run.chosen)
+    return planner::planned_order(run, root, load_planned_network(run, plan_path, traces::TraceRates()),
+                                  scenario.schedule);
   if (!root.has("devices"))
     throw InputError(fmt::format("--recorded-order: {} holds no device programs (devices)", plan_path));
   const int model_stages = run.stages * run.spec.virtual_stages;
@@ -269,7 +270,7 @@ Scenario scenario_option(const po::variables_map& vm, const Pipeline& pipeline, 
     if (vm["start-time"].defaulted()) scenario.start_time_s = planned->start_time_s;
     if (vm["recorded-order"].as<bool>())
       scenario.schedule =
-          recorded_schedule(*planned, pipeline, scenario, vm["plan"].as<std::string>(), schedule_source);
+          recorded_schedule(*planned, scenario, vm["plan"].as<std::string>(), schedule_source);
   }
   if (vm.count("stage-trace")) {
     const std::string path = vm["stage-trace"].as<std::string>();
