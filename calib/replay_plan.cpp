@@ -28,7 +28,7 @@ using Kind = planner::ProgramEntry::Kind;
 sim::Pipeline planned_pipeline(const Field& root, const ReplayPlanOptions& options, ReplayPlan& plan) {
   plan.pipeline_source = options.pipeline_path;
   if (!plan.pipeline_source.empty()) return sim::load_pipeline(plan.pipeline_source);
-  return planner::planned_pipeline(root, plan.pipeline_source);
+  return planner::planned_pipeline(root, plan.pipeline_source, "give --pipeline FILE");
 }
 
 // The candidate to replay: the chosen plan, or candidates[options.candidate].

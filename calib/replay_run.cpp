@@ -68,10 +68,11 @@ plan's own `devices` programs run; --candidate I replays candidate I of the plan
 the programs the planner makes for its schedule, k, virtual stages and micro-batch size
 (with dynamic W fill, from the order the fill executed in the first iteration of the
 plan's evaluation, on the plan's own pipeline and network inputs, whatever --pipeline
-gives: what the plan would record were that candidate chosen). With --w-fill runtime (cpu backend) such a candidate's W ops are
-placed as the run goes instead, by the simulator's rule: before each other op the
-compute stream runs the oldest pending W ops while it holds P of them or that op's
-input has not arrived yet (docs/model.md section 14, docs/fidelity.md).
+gives: what the plan would record were that candidate chosen). With --w-fill runtime
+(cpu backend) such a candidate's W ops are placed as the run goes instead, by the
+simulator's rule: before each other op the compute stream runs the oldest pending W
+ops while it holds P of them or that op's input has not arrived yet (docs/model.md
+section 14, docs/fidelity.md).
 Outputs (rank 0; docs/formats.md "Measured files"): --output the summary JSON,
 --timeline the Perfetto JSON, --stage-trace the measured op durations as a stage
 timing trace (`simulate --stage-trace`), --raw one JSON line per executed op.

@@ -1,6 +1,7 @@
 // A plan file's candidate read back: the pipeline the plan evaluated, and the order the
 // plan would record for a candidate with dynamic W fill.
 #include <filesystem>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -13,12 +14,19 @@
 
 namespace adagrouper::planner {
 
-sim::Pipeline planned_pipeline(const Field& plan, std::string& source) {
-  source = sim::plan_input_path(plan, "pipeline", true);
+sim::Pipeline planned_pipeline(const Field& plan, std::string& source, std::string_view remedy) {
+  const auto input = [&](std::string_view role) {
+    std::string path = sim::plan_input_path(plan, role);
+    if (!path.empty() && !std::filesystem::exists(path))
+      throw InputError(fmt::format("{}: inputs: the {} {} is not there (from here or beside the plan); {}", plan.file(),
+                                   role, path, remedy));
+    return path;
+  };
+  source = input("pipeline");
   if (!source.empty()) return sim::load_pipeline(source);
-  const std::string model = sim::plan_input_path(plan, "model", true);
+  const std::string model = input("model");
   if (model.empty() || !plan.has("partition"))
-    plan.fail("has no pipeline or model among its inputs (no durations to replay); give --pipeline FILE");
+    plan.fail(fmt::format("has no pipeline or model among its inputs (no durations); {}", remedy));
   const int stages = plan.at("stages").int_in(1, sim::kMaxStages);
   const int global_batch_size = plan.at("global_batch_size").int_in(1, sim::kMaxBatchSize);
   double memory_limit_bytes = 0.0;
@@ -46,13 +54,10 @@ sim::Pipeline planned_pipeline(const Field& plan, std::string& source) {
 sim::Schedule planned_order(const sim::PlannedRun& run, const Field& plan, const sim::NetworkSpec& network_input,
                             sim::Schedule schedule) {
   if (schedule.spec.w_fill != sim::WFill::Dynamic) return schedule;
-  if (!run.pipeline_path.empty() && !std::filesystem::exists(run.pipeline_path))
-    throw InputError(fmt::format("{}: inputs: the pipeline {} is not there (from here or beside the plan); the order "
-                                 "of this candidate's W ops (dynamic W fill) is made on it: run from where the plan "
-                                 "was made, or run the chosen candidate",
-                                 plan.file(), run.pipeline_path));
   std::string source;
-  sim::Pipeline pipeline = planned_pipeline(plan, source);
+  sim::Pipeline pipeline = planned_pipeline(plan, source,
+                                            "the order of this candidate's W ops (dynamic W fill) is made on it: run "
+                                            "from where the plan was made, or run the chosen candidate");
   pipeline.global_batch_size = run.global_batch_size;
   const int model_stages = run.stages * run.spec.virtual_stages;
   if (pipeline.num_stages() < model_stages || pipeline.num_stages() % model_stages != 0)

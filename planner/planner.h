@@ -175,8 +175,9 @@ sim::Schedule deployed_schedule(const sim::Scenario& evaluation);
 // The pipeline a plan (its root) evaluated its candidates on: its pipeline input (as
 // sim::plan_input_path finds it), or for a plan made with `plan --model` the model cut at
 // the plan's partition bounds; `source` names it. InputError naming the field when the
-// plan has neither, or the file is not there.
-sim::Pipeline planned_pipeline(const Field& plan, std::string& source);
+// plan has neither or the file is not there, followed by `remedy` (what the caller's
+// user can do about it).
+sim::Pipeline planned_pipeline(const Field& plan, std::string& source, std::string_view remedy);
 
 // The order a plan would record for its candidate `run` (of `schedule`) were it chosen:
 // deployed_schedule of the plan's evaluation (its iterations and start) on the plan's own

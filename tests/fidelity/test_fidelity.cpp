@@ -824,6 +824,10 @@ TEST(ReplayPlan, NotChosenDynamicOrderIsThePlansWhateverPipelineRuns) {
                 calib::load_replay_plan(moved_path.string(), {pipe, static_cast<int>(dynamic_other)});
               }),
               HasSubstr("inputs: the pipeline gone/pipe.json is not there"));
+  // The replay's own durations without --pipeline are the plan's: there the remedy is --pipeline.
+  EXPECT_THAT(testutil::input_error([&] { calib::load_replay_plan(moved_path.string(), {"", std::nullopt}); }),
+              HasSubstr("inputs: the pipeline gone/pipe.json is not there (from here or beside the plan); give "
+                        "--pipeline FILE"));
   const auto r = clirunner::run_adagrouper(
       fmt::format("simulate --plan {} --candidate {} --recorded-order --pipeline {}", moved_path.string(),
                   dynamic_other, pipe),
