@@ -1921,6 +1921,43 @@ TEST(Testbed, ComputeCalibrationLeavesOutStalledOps) {
     expect_refused("fidelity_calib.py", args, piece);
 }
 
+// An iteration in which the host froze is left out of the compute calibration: on one
+// stage, three iterations of four forwards, each starting 30 us after the previous one
+// ends (the first of an iteration counts from its input, which it has none of, and is
+// left out). In iteration 1 one forward starts 25 ms late, more than FREEZE_S (20 ms):
+// its iteration's ops are left out and listed. In iteration 2 one starts 15 ms late, a
+// stall below the freeze, and counts. Pooled with a replay that did not freeze, the list
+// has one entry per replay. The ops' spread draws from the same ops.
+TEST(Testbed, ComputeCalibrationLeavesOutIterationsTheHostFroze) {
+  int rc = 0;
+  const std::string out = python_in_scripts(
+      "import fidelity_calib as f, fidelity_spread as sp, json, tempfile\n" + timeline_events_py() +
+      "def replay(late):\n"
+      "    ev, t = [], 0\n"
+      "    for it in range(3):\n"
+      "        for i in range(4):\n"
+      "            e = op(1, f\"F{i}\", t + late.get((it, i), 30), 1000, i)\n"
+      "            e[\"args\"][\"iteration\"] = it\n"
+      "            ev.append(e)\n"
+      "            t = e[\"ts\"] + 1000\n"
+      "    return {\"traceEvents\": ev}\n"
+      "d = tempfile.mkdtemp()\n"
+      "json.dump(replay({(1, 2): 25000, (2, 1): 15000}), open(d + \"/t.json\", \"w\"))\n"
+      "json.dump(replay({}), open(d + \"/u.json\", \"w\"))\n"
+      "st = {\"profile\": [{\"micro_batch_size\": 1, \"forward_s\": 0.001, \"backward_s\": 0.002, "
+      "\"activation_bytes\": 0}]}\n"
+      "json.dump({\"name\": \"p\", \"global_batch_size\": 12, \"stages\": [st]}, open(d + \"/p.json\", \"w\"))\n"
+      "for tl in ([d + \"/t.json\"], [d + \"/t.json\", d + \"/u.json\"]):\n"
+      "    m = f.compute(tl, d + \"/p.json\", 1, d + \"/o.json\")\n"
+      "    r = m[\"stages\"][0]\n"
+      "    print(r[\"ops\"], round(r[\"op_overhead_s\"] * 1e6, 6), m[\"frozen_iterations\"], m[\"freeze_s\"])\n"
+      "print(len(sp.calibration_costs(d + \"/t.json\", d + \"/p.json\", 1)))",
+      rc);
+  ASSERT_EQ(rc, 0) << out;
+  // Alone: 6 ops, (5 x 30 + 15000) / 6 us; pooled with 9 more: (14 x 30 + 15000) / 15 us.
+  EXPECT_EQ(out, "6 2525.0 [[1]] 0.02\n15 1028.0 [[1], []] 0.02\n6\n");
+}
+
 // The attribution prints, for a stuck link, the bucket tc reported after the change (with
 // --bucket fixed it is not the rate's 1 ms): tc prints it in bytes, KiB or MiB.
 TEST(Testbed, AttributionReadsTheBucketTcPrints) {
@@ -2641,6 +2678,30 @@ TEST(Testbed, ReducedRunSpreadsTheComputeCalibrationOverTheRun) {
   ASSERT_EQ(rc, 0) << off;
   EXPECT_THAT(off, HasSubstr("pooled off")) << off;
   EXPECT_EQ(std::distance(std::sregex_iterator(off.begin(), off.end(), row), std::sregex_iterator()), 2) << off;
+  // A replay in which the host froze: the last op of iteration 1 on stage 0 of the second
+  // replay starts 25 ms late. The latency in situ leaves that iteration out and lists it
+  // (the ops' overhead does the same: ComputeCalibrationLeavesOutIterationsTheHostFroze).
+  {
+    const fs::path timeline = calib / "run-compute-2.trace.json";
+    json trace = json::parse(clirunner::slurp(timeline));
+    json* last = nullptr;
+    for (auto& e : trace["traceEvents"])
+      if (e.value("ph", "") == "X" && (e.value("cat", "") == "forward" || e.value("cat", "") == "backward") &&
+          e["pid"] == 1 && e["args"].value("iteration", -1) == 1 && (last == nullptr || e["ts"] > (*last)["ts"]))
+        last = &e;
+    ASSERT_NE(last, nullptr);
+    (*last)["ts"] = (*last)["ts"].get<double>() + 25000;
+    std::ofstream(timeline) << trace.dump();
+    const std::string situ =
+        shell(fmt::format("cd '{}' && tools/scripts/fidelity_situ.py '{}' --adagrouper '{}/adagrouper' --pooled 2>&1",
+                          SOURCE_ROOT, tmp.path().string(), BUILD_ROOT),
+              rc);
+    ASSERT_EQ(rc, 0) << situ;
+    const json frozen = json::parse(situ);
+    EXPECT_EQ(frozen["frozen_iterations"], json::parse("[[], [1], []]")) << situ;
+    EXPECT_EQ(frozen["iterations"].get<int>(),
+              json::parse(clirunner::slurp(calib / "situ-pooled.json"))["iterations"].get<int>() - 1);
+  }
   // A pooled calibration that does not match the replay's stages is one line naming the
   // file and the field.
   json one_stage = pooled;

@@ -994,6 +994,10 @@ for r in m["stages"]:
           f"{1e6 * r['duration_excess_s']:.1f}) over {r['ops']} ops, {100 * r['overhead_share']:.1f}% of a forward"
           + (f"; {r['stalls']} stalled ({1e6 * r['stall_mean_s']:.0f} us each on average) left out"
              if r.get("stalls") else ""))
+frozen = [(k, its) for k, its in enumerate(m.get("frozen_iterations", []), 1) if its]
+if frozen:
+    print(f"   left out, the host froze (an op held more than {1e3 * m['freeze_s']:g} ms beyond its profile): "
+          + "; ".join(f"replay {k}, iteration{'s' * (len(its) > 1)} {', '.join(map(str, its))}" for k, its in frozen))
 warning = fidelity_calib.host_warning(m)
 if warning:
     print(f"   warning: {warning}")

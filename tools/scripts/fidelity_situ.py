@@ -16,7 +16,9 @@ its channel to its arrival, less the simulated one: what the links' calibration,
 with messages alone on their links, leaves out of a pipeline's messages on a busy host
 (a receiving thread that has to wake up, a core that another rank holds). It is 0.03 to
 0.18 ms on the 2-core development machine with 2 to 4 ranks; docs/fidelity.md, "The
-critical path, step by step".
+critical path, step by step". The iterations in which the host froze
+(fidelity_calib.FREEZE_S: an op held 20 ms beyond its profile) are left out and listed
+per replay (frozen_iterations); "iterations" counts the others.
 
 Where the compute calibration says the host was short of CPU while it ran
 (fidelity_calib.host_warning: an op overhead above 5% of a forward), what the replay's
@@ -143,14 +145,19 @@ def measure(out, exe, pooled=False, compute=None):
         return {"situ_latency_s": 0.0, "not_measured": f"the compute calibration's host was short of CPU: {warning}"}
     steps = dict.fromkeys(fidelity_path.CLASSES, 0.0)
     counts = dict.fromkeys(fidelity_path.CLASSES, 0)
-    path, iterations = [], 0
+    path, iterations, frozen = [], 0, []
+    pipe = fidelity_calib.read_pipeline(os.path.join(c, "pipeline-compute.json"))
+    b = compute_candidate(os.path.join(c, "plan-compute.json"))[1]
     for name in names:
         run, sim = simulate(out, exe, name, compute.get("stages", []), source)
         measured = fidelity_path.Timeline(os.path.join(c, name + ".trace.json"))
         simulated = fidelity_path.Timeline(sim[:-5] + ".trace.json")
         graph = fidelity_path.Graph(measured)
-        iterations += len(run["iteration_times_s"])
+        frozen.append(fidelity_calib.stage_op_costs(os.path.join(c, name + ".trace.json"), pipe, b)[1])
+        iterations += len(run["iteration_times_s"]) - len(frozen[-1])
         for it in range(len(run["iteration_times_s"])):
+            if it in frozen[-1]:
+                continue
             walked = fidelity_path.walk_iteration(measured, simulated, graph, {}, it, path)
             if not walked:
                 continue
@@ -162,7 +169,8 @@ def measure(out, exe, pooled=False, compute=None):
         fail(f"{c}/{names[0]}.trace.json: no transfer on the replay's critical paths")
     lags = [step[0] * 1e-6 for step in path if step[1] == "transfer"]
     return {"situ_latency_s": steps["transfer"] / counts["transfer"] * 1e-6, "transfers": counts["transfer"],
-            "iterations": iterations, "replays": len(names), "steps_us": steps, "counts": counts, "lags_s": lags}
+            "iterations": iterations, "replays": len(names), "frozen_iterations": frozen, "steps_us": steps,
+            "counts": counts, "lags_s": lags}
 
 
 def main():

@@ -14,8 +14,8 @@ prediction with every op at the mean is fast (docs/fidelity.md, "The ops' spread
 costs: the compute calibration's ops' costs beyond their profile (TIMELINE, a 1F1B
 replay of PIPELINE at micro-batch size B, or several such replays joined by commas,
 pooled; measured as fidelity_calib.py compute measures them: start latency plus the
-run past the profile), every stage's together, without
-the ops that stage's --stall-fence K leaves out (default inf: none), written to OUT as
+run past the profile), every stage's together, without the iterations the host froze in
+and the ops that stage's --stall-fence K leaves out (default inf: none), written to OUT as
 JSON: {"costs_s": [...], "mean_s": M}.
 
 predict: candidate predicted DRAWS times by `ADAGROUPER simulate ARGS...` (the run's own
@@ -60,9 +60,10 @@ def fail(msg):
 def calibration_costs(timelines, pipeline, b, fence=math.inf):
     """The costs (s) of the compute calibration's ops beyond their profile (one replay's
     timeline, or a list of them pooled), every stage's, less those its stall fence leaves
-    out (fidelity_calib.stalled)."""
+    out (fidelity_calib.stalled) and those of the iterations the host froze in
+    (fidelity_calib.stage_op_costs)."""
     timelines = [timelines] if isinstance(timelines, str) else list(timelines)
-    per = fidelity_calib.pooled_op_costs(timelines, fidelity_calib.read_pipeline(pipeline), b)
+    per, _ = fidelity_calib.pooled_op_costs(timelines, fidelity_calib.read_pipeline(pipeline), b)
     costs = []
     for ops in per.values():
         total = [x + y for x, y in ops]
