@@ -342,7 +342,7 @@ def stage_row(s, ops, fence):
 
 
 # A host freeze: an op that cost this much beyond its profile was not a cost of the op
-# but the host stopping the ranks (on the 2-core machine, once in about 800 replays: one
+# but the host stopping the ranks (on the 2-core machine, once in over 800 replays: one
 # op on every stage of one iteration held 94 to 98 ms). The calibration leaves out every
 # op of an iteration that holds one, and the latency in situ its transfers
 # (fidelity_situ.py). Kept, that freeze added 43 to 107 us to each stage's mean cost per
