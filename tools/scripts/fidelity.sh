@@ -222,7 +222,11 @@
 #                      cost more than K interquartile ranges above its stage's third
 #                      quartile counts as stalled by the host and is left out of the
 #                      stage's mean (default inf: every op counts, as the runs pay for
-#                      their stalls too; 3 is Tukey's far-out fence, a diagnostic)
+#                      their stalls too; 3 is Tukey's far-out fence, a diagnostic).
+#                      Whatever K, an iteration in which an op cost more than 20 ms
+#                      beyond its profile (the host froze) is left out of the ops'
+#                      overhead, their spread and the latency in situ, and printed
+#                      (docs/fidelity.md, "A host that froze during the calibration")
 #   --op-spread N      auto (default), 0 or a number of draws (1 to 1000): each candidate
 #                      predicted as the mean of N predictions, each with every op's cost
 #                      beyond its profile drawn from the compute calibration's ops (less
