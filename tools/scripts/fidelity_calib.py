@@ -358,8 +358,9 @@ def stage_op_costs(timeline, pipe, b):
     """Per stage of a 1F1B replay's timeline at micro-batch size b of pipeline pipe (as
     read_pipeline reads it): each op's (start latency, duration excess) in us, from the
     instant the model would start it (ready_ops) to its start, and its duration less its
-    profile's, in the order ready_ops gives them; less the ops of the iterations in which
-    an op cost more than FREEZE_S (a host freeze), which come second, sorted."""
+    profile's, in the order ready_ops gives them, without the ops of the iterations in
+    which an op cost more than FREEZE_S (a host freeze); and those iterations, sorted.
+    Returns (per stage ops, frozen iterations)."""
     ops = []
     for e, ready in ready_ops(read_events(timeline)):
         s = e["pid"] - 1

@@ -154,10 +154,10 @@ def measure(out, exe, pooled=False, compute=None):
         simulated = fidelity_path.Timeline(sim[:-5] + ".trace.json")
         graph = fidelity_path.Graph(measured)
         frozen.append(fidelity_calib.stage_op_costs(os.path.join(c, name + ".trace.json"), pipe, b)[1])
-        iterations += len(run["iteration_times_s"]) - len(frozen[-1])
         for it in range(len(run["iteration_times_s"])):
             if it in frozen[-1]:
                 continue
+            iterations += 1
             walked = fidelity_path.walk_iteration(measured, simulated, graph, {}, it, path)
             if not walked:
                 continue
